@@ -1,0 +1,94 @@
+"""Finding and reading source files: paths from the command line in, decoded text or a diagnostic out."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from daic.dsl import diagnostics as D
+from daic.dsl.source import LineIndex
+
+LANGUAGES = {".net": "net", ".dai": "dai"}
+
+
+class UsageError(Exception):
+    """A command-line mistake (a path that does not exist, a folder with no sources): exit code 2."""
+
+
+@dataclass(frozen=True)
+class Source:
+    path: str
+    language: str
+    text: str
+    problem: D.Diagnostic | None = None  # set when the bytes are not text; `text` is then empty
+
+
+def language_of(path: str | os.PathLike) -> str | None:
+    return LANGUAGES.get(Path(path).suffix)
+
+
+def discover(paths: list[str]) -> list[str]:
+    """Expand files and folders (recursively) into the .net and .dai files they name, in a stable order."""
+    found: list[str] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            inside = sorted(
+                str(p)
+                for p in path.rglob("*")
+                if p.suffix in LANGUAGES
+                and p.is_file()
+                and not any(part.startswith(".") for part in p.relative_to(path).parts)
+            )
+            if not inside:
+                raise UsageError(f"{raw}: no .net or .dai files in this folder")
+            found.extend(inside)
+        elif path.is_file():
+            if language_of(path) is None:
+                raise UsageError(f"{raw}: not a .net or .dai file")
+            found.append(str(path))
+        elif path.exists():
+            raise UsageError(f"{raw}: not a regular file")
+        else:
+            raise UsageError(f"{raw}: no such file or folder")
+    return list(dict.fromkeys(found))
+
+
+def decode(data: bytes, path: str, language: str) -> Source:
+    """Bytes to text; a file that is not UTF-8 text becomes one diagnostic at the first bad byte."""
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    nul = data.find(b"\x00")
+    try:
+        if nul >= 0:
+            raise UnicodeDecodeError("utf-8", data, nul, nul + 1, "NUL byte")
+        return Source(path, language, data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        prefix = data[: exc.start].decode("utf-8", errors="replace")
+        index = LineIndex(prefix)
+        offset = len(prefix)
+        span = index.span(offset, offset)
+        what = (
+            "a NUL byte (this looks like a binary file)"
+            if exc.reason == "NUL byte"
+            else (f"byte 0x{data[exc.start]:02x} is not valid UTF-8")
+        )
+        problem = D.Diagnostic(
+            D.ENCODING,
+            D.Severity.ERROR,
+            f"cannot read as text: {what}",
+            span,
+            hint="daic reads source files as UTF-8 text",
+            path=path,
+        )
+        return Source(path, language, "", problem)
+
+
+def read(path: str) -> Source:
+    language = language_of(path) or "dai"
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    return decode(data, path, language)

@@ -1,0 +1,6 @@
+"""`python -m daic` (and `torchrun -m daic`) runs the command-line interface."""
+
+from daic.compiler.cli import main
+
+if __name__ == "__main__":
+    main()

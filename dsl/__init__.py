@@ -1,0 +1,1 @@
+"""Syntax of the .net and .dai languages: grammars, parser, AST with spans, formatter."""

@@ -1,0 +1,74 @@
+"""A total pre-pass over source text: comments, brackets and nesting depth, found without the grammar.
+
+It never fails. The parsers use it to cut files into pieces that parse on their own (a line of a .net file,
+a statement of a .dai file), to refuse absurd nesting before the grammar recurses into it, and to explain
+a parse error with the bracket that was never closed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+OPENERS = {"(": ")", "[": "]", "{": "}"}
+CLOSERS = {v: k for k, v in OPENERS.items()}
+MAX_DEPTH = 64
+
+
+@dataclass(frozen=True)
+class Bracket:
+    char: str
+    offset: int
+
+
+@dataclass(frozen=True)
+class Scan:
+    comments: tuple[tuple[int, int], ...]  # (start, end) offsets of each `#` comment
+    unclosed: tuple[Bracket, ...]  # openers never closed, outermost first
+    too_deep: Bracket | None  # the first opener past MAX_DEPTH
+    unterminated_string: int | None  # offset of a `"` whose line ends before its closing quote
+
+
+def scan(text: str, start: int = 0, end: int | None = None) -> Scan:
+    """Scan text[start:end] for comments, bracket balance and depth. Offsets are into `text`."""
+    end = len(text) if end is None else end
+    comments: list[tuple[int, int]] = []
+    stack: list[Bracket] = []
+    too_deep: Bracket | None = None
+    unterminated: int | None = None
+    i = start
+    while i < end:
+        ch = text[i]
+        if ch == "#":
+            stop = text.find("\n", i, end)
+            stop = end if stop < 0 else stop
+            comments.append((i, stop))
+            i = stop
+            continue
+        if ch == '"':
+            j = i + 1
+            while j < end and text[j] not in '"\n':
+                j += 2 if text[j] == "\\" else 1
+            if j >= end or text[j] != '"':
+                unterminated = i if unterminated is None else unterminated
+                i = j
+                continue
+            i = j + 1
+            continue
+        if ch in OPENERS:
+            stack.append(Bracket(ch, i))
+            if len(stack) > MAX_DEPTH and too_deep is None:
+                too_deep = stack[-1]
+        elif ch in CLOSERS and stack and stack[-1].char == CLOSERS[ch]:
+            stack.pop()
+        i += 1
+    return Scan(tuple(comments), tuple(stack), too_deep, unterminated)
+
+
+def line_starts(text: str) -> list[int]:
+    """Offsets at which each physical line begins."""
+    starts = [0]
+    pos = text.find("\n")
+    while pos >= 0:
+        starts.append(pos + 1)
+        pos = text.find("\n", pos + 1)
+    return starts

@@ -1,0 +1,133 @@
+"""`daic check`, `daic fmt` and `daic explain` through click's runner: output format, exit codes."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from daic.compiler.cli import main
+
+DATA = Path(__file__).parents[1] / "data"
+COMBO = DATA / "listings" / "skipnet18_combo.net"
+
+
+def _touch(path: Path) -> Path:
+    path.write_text("")
+    return path
+
+
+def run(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def test_check_clean_files_exit_0():
+    result = run("check", DATA / "listings" / "resnet18_none.net", DATA / "listings" / "resnettiny_none.net")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == ""
+    assert result.stderr == "checked 2 files: no problems\n"
+
+
+def test_check_reports_the_combo_listing_defects():
+    result = run("check", "--format", "concise", COMBO)
+    assert result.exit_code == 1
+    assert result.stdout.splitlines() == [
+        f"{COMBO}:28:43: error[E009]: `%s` (4 times) is not a value",
+        "  hint: a format placeholder the paper's printer left unfilled; write the numbers it stood for "
+        "(Section 5.2 (Combo) gives bw=Until(90, Lin(0, 0.2, 50, 40), 0))",
+        f"{COMBO}:28:66: error[E009]: `<function relu at 0x10b94d620>` is a printed Python object, "
+        "not a value",
+        "  hint: write the function's name: relu",
+    ]
+    assert result.stderr == "checked 1 file: 2 problems in 1 file\n"
+
+
+def test_text_format_underlines_the_span():
+    result = run("check", COMBO)
+    lines = result.stdout.splitlines()
+    assert lines[1].startswith(" 28 | DeepLoss only_train=True")
+    assert lines[2] == "    | " + " " * 42 + "^" * 11
+
+
+def test_check_json_output():
+    result = run("check", "--format", "json", COMBO)
+    data = json.loads(result.stdout)
+    assert [(d["line"], d["column"], d["end_column"], d["code"], d["severity"]) for d in data] == [
+        (28, 43, 54, "E009", "error"),
+        (28, 66, 96, "E009", "error"),
+    ]
+    assert data[1]["hint"] == "write the function's name: relu"
+
+
+def test_check_walks_folders(tmp_path):
+    shutil.copytree(DATA / "listings", tmp_path / "nets")
+    (tmp_path / "nets" / "sub").mkdir()
+    (tmp_path / "nets" / "sub" / "bad.dai").write_text("let x = (1\n")
+    (tmp_path / "nets" / "notes.txt").write_text("ignored")
+    result = run("check", "--format", "concise", tmp_path)
+    assert result.exit_code == 1
+    assert result.stderr == "checked 10 files: 3 problems in 2 files\n"
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda p: p / "missing.net", "no such file or folder"),
+        (lambda p: p, "no .net or .dai files in this folder"),
+        (lambda p: _touch(p / "notes.txt"), "not a .net or .dai file"),
+    ],
+)
+def test_usage_errors_exit_2(tmp_path, make, message):
+    target = make(tmp_path)
+    result = run("check", target)
+    assert result.exit_code == 2
+    assert result.stderr == f"daic: {target}: {message}\n"
+
+
+def test_check_without_paths_is_a_usage_error():
+    assert run("check").exit_code == 2
+
+
+def test_fmt_check_diff_and_write(tmp_path):
+    source = tmp_path / "a.net"
+    source.write_text("Conv2D, filters=4, kernel_size=[3,3]\nReLU\n")
+    result = run("fmt", "--check", source)
+    assert (result.exit_code, result.stdout) == (1, f"would reformat {source}\n")
+    result = run("fmt", "--diff", source)
+    assert result.exit_code == 1
+    assert "-Conv2D, filters=4, kernel_size=[3,3]\n+Conv2D filters=4 kernel_size=[3, 3]\n" in result.stdout
+    assert source.read_text() == "Conv2D, filters=4, kernel_size=[3,3]\nReLU\n"
+    result = run("fmt", source)
+    assert result.exit_code == 0
+    assert source.read_text() == "Conv2D filters=4 kernel_size=[3, 3]\nReLU\n"
+    assert run("fmt", "--check", source).exit_code == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.net"]
+
+
+def test_fmt_leaves_unparsable_files_alone(tmp_path):
+    source = tmp_path / "b.dai"
+    source.write_text("let x = (1\n")
+    result = run("fmt", source)
+    assert result.exit_code == 1
+    assert "E005" in result.stderr
+    assert source.read_text() == "let x = (1\n"
+
+
+def test_explain():
+    assert run("explain", "e009").stdout.startswith("E009: text printed in place of a value")
+    assert "E001" in run("explain").stdout
+    assert run("explain", "E999").exit_code == 2
+
+
+def test_check_never_imports_torch():
+    code = (
+        "import sys; from daic.compiler.cli import main\n"
+        "try:\n    main(['check', sys.argv[1]])\nexcept SystemExit:\n    pass\n"
+        "assert 'torch' not in sys.modules, 'torch imported'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(COMBO)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "error[E009]" in done.stdout
