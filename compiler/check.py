@@ -9,6 +9,8 @@ from daic.dsl import diagnostics as D
 from daic.dsl.parser import ParseResult, parse
 from daic.dsl.source import LineIndex
 
+from .network import Network, analyze_net
+from .program import Module, Program
 from .sources import Source, read
 
 
@@ -17,6 +19,8 @@ class FileReport:
     source: Source
     diagnostics: tuple[D.Diagnostic, ...]
     parsed: ParseResult | None
+    network: Network | None = None  # for a .net file: its layers with shapes
+    module: Module | None = None  # for a .dai file: its lets and schemes, elaborated
 
     @property
     def index(self) -> LineIndex:
@@ -35,16 +39,25 @@ def parse_source(source: Source) -> FileReport:
     return FileReport(source, _sorted(source, parsed.diagnostics), parsed)
 
 
-def check_source(source: Source) -> FileReport:
-    """Every phase the compiler has, one after the other, into one list of diagnostics."""
-    return parse_source(source)
+def check_source(source: Source, program: Program | None = None) -> FileReport:
+    """Every phase of the compiler, one after the other, into one list of diagnostics."""
+    if source.problem is not None:
+        return FileReport(source, (source.problem,), None)
+    if source.language == "net":
+        parsed = parse(source.text, "net")
+        network = analyze_net(parsed.tree)
+        return FileReport(
+            source, _sorted(source, (*parsed.diagnostics, *network.diagnostics)), parsed, network=network
+        )
+    module = (program or Program()).check_text(source.text, source.path)
+    parsed = ParseResult(module.tree, (), LineIndex(source.text))
+    return FileReport(source, _sorted(source, module.diagnostics), parsed, module=module)
 
 
 def _sorted(source: Source, diagnostics) -> tuple[D.Diagnostic, ...]:
-    found = [replace(d, path=source.path) for d in diagnostics]
-    found.sort(key=lambda d: (d.span.start, d.code.id))
-    return tuple(found)
+    unique = {(d.span, d.code.id, d.message): replace(d, path=source.path) for d in diagnostics}
+    return tuple(sorted(unique.values(), key=lambda d: (d.span.start, d.code.id)))
 
 
-def check_path(path: str) -> FileReport:
-    return check_source(read(path))
+def check_path(path: str, program: Program | None = None) -> FileReport:
+    return check_source(read(path), program)

@@ -10,6 +10,7 @@ import difflib
 import os
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -18,9 +19,10 @@ from daic import __version__
 from daic.dsl import diagnostics as D
 from daic.dsl.format import format_tree
 
+from . import codes as compiler_codes
 from . import render
 from .check import check_path, parse_source
-from .sources import UsageError, discover, read
+from .sources import UsageError, discover, language_of, read
 
 
 def _fail_usage(message: str) -> None:
@@ -145,8 +147,56 @@ def fmt(paths: tuple[str, ...], check_only: bool, diff: bool) -> None:
 
 def all_codes() -> list[D.Code]:
     """Every diagnostic code, from each phase's declarations."""
-    codes = [v for v in vars(D).values() if isinstance(v, D.Code)]
+    codes = [v for v in vars(D).values() if isinstance(v, D.Code)] + compiler_codes.ALL
     return sorted(codes, key=lambda c: c.id)
+
+
+def _parse_shape(text: str) -> tuple[int, ...]:
+    try:
+        shape = tuple(int(part) for part in text.replace("x", ",").split(","))
+    except ValueError:
+        raise click.BadParameter(f"{text!r} is not a shape like 3,32,32") from None
+    if len(shape) not in (1, 3) or min(shape) < 1:
+        raise click.BadParameter(f"{text!r} is not a shape like 3,32,32 (C,H,W) or 100")
+    return shape
+
+
+@main.command()
+@click.argument("net", type=click.Path(dir_okay=False))
+@click.option(
+    "--input", "input_shape", metavar="C,H,W", help="The input shape, if the file has no annotation."
+)
+@click.option("--classes", type=int, help="Check that the network ends with this many outputs.")
+def show(net: str, input_shape: str | None, classes: int | None) -> None:
+    """Print a network's layers with their output shapes, neurons and parameters."""
+    from rich.console import Console
+
+    from .network import analyze_net
+    from .show import network_table
+
+    shape = _parse_shape(input_shape) if input_shape else None
+    try:
+        source = read(net) if language_of(net) == "net" else None
+    except UsageError as exc:
+        _fail_usage(str(exc))
+    if source is None:
+        _fail_usage(f"{net}: not a .net file")
+    report = parse_source(source)
+    if report.parsed is None or report.has_errors:
+        for d in report.diagnostics:
+            click.echo(render.as_text(d, report.index), err=True)
+        sys.exit(1)
+    network = analyze_net(report.parsed.tree, shape, classes)
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=160)
+    console.print(network_table(network, net))
+    errors = [d for d in network.diagnostics if d.is_error]
+    for d in network.diagnostics:
+        click.echo(render.as_text(replace(d, path=net), report.index), err=True)
+    if network.input_shape is None:
+        click.echo("daic: no input shape: give --input C,H,W or an input_shape annotation", err=True)
+    sys.exit(1 if errors else 0)
 
 
 @main.command()

@@ -69,7 +69,7 @@ def test_check_walks_folders(tmp_path):
     (tmp_path / "nets" / "notes.txt").write_text("ignored")
     result = run("check", "--format", "concise", tmp_path)
     assert result.exit_code == 1
-    assert result.stderr == "checked 10 files: 3 problems in 2 files\n"
+    assert result.stderr == "checked 10 files: 6 problems in 3 files\n"
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,19 @@
+"""Every declaration of the language, gathered into the one registry."""
+
+from __future__ import annotations
+
+from ..registry import Registry
+from . import data, layers, objectives, scheme, training
+from .scheme import SCHEME_DECL
+
+REGISTRY = Registry(
+    [
+        *layers.DECLARATIONS,
+        *objectives.DECLARATIONS,
+        *data.DECLARATIONS,
+        *training.DECLARATIONS,
+        *scheme.DECLARATIONS,
+    ]
+)
+
+__all__ = ["REGISTRY", "SCHEME_DECL"]

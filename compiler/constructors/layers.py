@@ -1,0 +1,232 @@
+"""Layers of `.net` files: concrete layers, branch blocks and the abstract layers of Section 3."""
+
+from __future__ import annotations
+
+from ..registry import Constructor, Param
+from ..types import ACTIVATION, BOOL, FLOAT, INT, LAYER, SCHEDULE, ListOf, OneOf
+from . import shapes
+
+SIZE = OneOf(INT, ListOf(INT))  # a kernel size, stride or padding: `3` or `[3, 3]`
+RT = "daic.runtime.layers:"
+
+ONLY_TRAIN = Param(
+    "only_train", BOOL, False, "True: applied while training and skipped at test time (verification)."
+)
+INPUT_SHAPE = Param(
+    "input_shape",
+    ListOf(INT),
+    None,
+    "The shape [H, W, C] entering this layer, as the paper's listings "
+    "print it; checked against the inferred shape when given.",
+)
+
+
+def _layer(
+    name, doc, target, *params, category="layer", aliases=(), shape=shapes.same, count=None, neurons=False
+):
+    return Constructor(
+        name,
+        category,
+        LAYER,
+        (*params, INPUT_SHAPE),
+        doc,
+        target and RT + target,
+        aliases,
+        facts={"neurons": neurons},
+        shape=shape,
+        count_params=count,
+    )
+
+
+def _abstract(name, doc, target, *params, aliases=(), shape=shapes.same):
+    return _layer(
+        name, doc, target, *params, ONLY_TRAIN, category="abstract layer", aliases=aliases, shape=shape
+    )
+
+
+DECLARATIONS = [
+    _layer(
+        "Normalize",
+        "Per-channel (x - mean) / std, a fixed layer the paper puts first so that epsilons compare across "
+        "systems (Section 5).",
+        "Normalize",
+        Param("mean", ListOf(FLOAT), doc="One mean per input channel."),
+        Param("std", ListOf(FLOAT), doc="One standard deviation per input channel.", low=0, low_open=True),
+        shape=shapes.normalize,
+    ),
+    _layer(
+        "Conv2D",
+        "2D convolution with bias. Output size floor((H + 2*padding - kernel) / stride) + 1.",
+        "Conv2D",
+        Param("filters", INT, doc="Output channels.", low=1),
+        Param("kernel_size", SIZE, doc="Kernel height and width.", low=1),
+        Param("stride", SIZE, 1, "Stride.", low=1),
+        Param("padding", SIZE, 0, "Zero padding on each side.", low=0),
+        Param("bias", BOOL, True, "Whether the layer adds a bias."),
+        shape=shapes.conv2d,
+        count=shapes.conv2d_params,
+    ),
+    _layer(
+        "Linear",
+        "Fully connected layer with bias; flattens its input first.",
+        "Linear",
+        Param("out", INT, doc="Output width.", low=1),
+        Param("bias", BOOL, True, "Whether the layer adds a bias."),
+        shape=shapes.linear,
+        count=shapes.linear_params,
+    ),
+    _layer(
+        "ReLU",
+        "max(x, 0). Its abstract transformer is chosen per run (hybrid or DeepZ).",
+        "ReLU",
+        neurons=True,
+    ),
+    _layer(
+        "AvgPool2D",
+        "Average pooling (zero padding counts in the average, which keeps it linear). The paper's "
+        "DenseNet-100 used kernel 2 with padding 1 in its transitions.",
+        "AvgPool2D",
+        Param("kernel_size", SIZE, doc="Window height and width.", low=1),
+        Param("stride", OneOf(INT, ListOf(INT)), None, "Stride; the kernel size when not given.", low=1),
+        Param("padding", SIZE, 0, "Zero padding on each side.", low=0),
+        shape=shapes.pool2d,
+    ),
+    _layer(
+        "MaxPool2D",
+        "Max pooling; abstractly, the interval of each window's maximum.",
+        "MaxPool2D",
+        Param("kernel_size", SIZE, doc="Window height and width.", low=1),
+        Param("stride", OneOf(INT, ListOf(INT)), None, "Stride; the kernel size when not given.", low=1),
+        Param("padding", SIZE, 0, "Padding on each side.", low=0),
+        shape=shapes.pool2d,
+    ),
+    _layer(
+        "Flatten", "Flattens channels, height and width into one dimension.", "Flatten", shape=shapes.flatten
+    ),
+    # Blocks: the paper's residual (ParNet1/ParNet2/ParSum) and concatenating (SkipNet1/SkipNet2/SkipCat)
+    # branches. The lowering builds Residual and Concat from a whole block; the heads themselves lower to
+    # nothing, hence no target.
+    _layer(
+        "ParNet1",
+        "First branch of a residual block: the indented lines under it (none: identity).",
+        None,
+        category="block",
+    ),
+    _layer(
+        "ParNet2",
+        "Second branch of a residual block: the indented lines under it (none: identity).",
+        None,
+        category="block",
+    ),
+    _layer(
+        "ParSum",
+        "Ends a residual block: the sum of the ParNet1 and ParNet2 branches.",
+        None,
+        category="block",
+    ),
+    _layer(
+        "SkipNet1",
+        "First branch of a concatenating block: the indented lines under it (none: identity).",
+        None,
+        category="block",
+    ),
+    _layer(
+        "SkipNet2",
+        "Second branch of a concatenating block: the indented lines under it.",
+        None,
+        category="block",
+    ),
+    _layer(
+        "SkipCat",
+        "Ends a concatenating block: the SkipNet1 and SkipNet2 outputs joined along the channels.",
+        None,
+        Param(
+            "dim",
+            INT,
+            1,
+            "The dimension to join along; 1 is channels (the only one supported).",
+            low=1,
+            high=1,
+        ),
+        category="block",
+    ),
+    # Abstract layers (Section 3): they change only the abstract element, never the concrete output.
+    _abstract(
+        "CorrelateAll",
+        "Turns every uncorrelated error coefficient into a new correlated one: P = {i | 0 <= i < p} "
+        "(Section 3.1). The paper puts it before the last linear layer of every network.",
+        "CorrelateAll",
+    ),
+    _abstract(
+        "CorrFix",
+        "CorrelateFixed_k: correlates k dimensions spread evenly, P = {floor(i*p/k) | 0 <= i < k} "
+        "(Section 3.1).",
+        "CorrelateFixed",
+        Param("k", INT, doc="How many dimensions to correlate.", low=0, subscript=True),
+        aliases=("CorrelateFixed",),
+    ),
+    _abstract(
+        "CorrMaxK",
+        "CorrelateMax_k: correlates the k dimensions with the largest interval upper bounds, per example "
+        "(Section 3.1).",
+        "CorrelateMax",
+        Param(
+            "num_correlate",
+            INT,
+            doc="k: how many dimensions to correlate.",
+            low=0,
+            subscript=True,
+            lower_as="k",
+        ),
+        aliases=("CorrelateMax",),
+    ),
+    _abstract(
+        "CorrMaxPool2D",
+        "CorrelateMaxPool_{w,h,s}: correlates the dimensions that are the maximum of their pooling window, "
+        "on h_C before the first layer and on h_B after it (Section 3.1).",
+        "CorrelateMaxPool",
+        Param("kernel_size", SIZE, doc="Window [w, h].", low=1),
+        Param("stride", OneOf(INT, ListOf(INT)), None, "Stride s; the kernel size when not given.", low=1),
+        shape=shapes.corr_max_pool,
+    ),
+    _abstract(
+        "CorrMaxPool3D",
+        "CorrelateMaxPool_{c,w,h,s}: as CorrMaxPool2D with a window spanning c channels too (Section 3.1).",
+        "CorrelateMaxPool",
+        Param("kernel_size", ListOf(INT), doc="Window [c, w, h].", low=1),
+        Param("stride", OneOf(INT, ListOf(INT)), None, "Stride s; the kernel size when not given.", low=1),
+        shape=shapes.corr_max_pool,
+    ),
+    _abstract(
+        "Concretize",
+        "DecorrelateAll: removes every correlated coefficient, adding its absolute value to the uncorrelated "
+        "one, h'_B = h_B + sum_j |h_E,j| (Section 3.2).",
+        "DecorrelateAll",
+        aliases=("DecorrAll", "DecorrelateAll"),
+    ),
+    _abstract(
+        "DecorrMin",
+        "DecorrelateMin_k: removes the correlated coefficients with the smallest absolute sums over all "
+        "dimensions, keeping the order of the rest (Section 3.2).",
+        "DecorrelateMin",
+        Param(
+            "k",
+            INT,
+            doc="With num_to_keep: how many correlated terms remain; else how many go.",
+            low=0,
+            subscript=True,
+        ),
+        Param("num_to_keep", BOOL, True, "True: k terms are kept (the paper's DecorrelateMin_k)."),
+        aliases=("DecorrelateMin",),
+    ),
+    _abstract(
+        "DeepLoss",
+        "Adds bw * L_deep,f to the training loss: for each dimension the worst overlap of its interval with "
+        "the others' (Section 3.3), computed with a sort in O(n log n).",
+        "DeepLoss",
+        Param(
+            "bw", SCHEDULE, doc="The loss weight, a schedule of the training time.", low=0, lower_as="weight"
+        ),
+        Param("act", ACTIVATION, "relu", "The positive activation f."),
+    ),
+]

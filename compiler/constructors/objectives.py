@@ -1,0 +1,98 @@
+"""Goals (Table 2 and Section 4.2) and schedules (Section 4.1): what a training scheme optimises."""
+
+from __future__ import annotations
+
+from ..registry import Constructor, Param
+from ..types import ACTIVATION, FLOAT, GOAL, INT, SCHEDULE
+
+RT_GOALS = "daic.runtime.goals:"
+RT_SCHEDULES = "daic.runtime.schedules:"
+
+
+def _goal(name, doc, *params, forms=()):
+    return Constructor(name, "goal", GOAL, tuple(params), doc, RT_GOALS + name, forms=forms)
+
+
+DECLARATIONS = [
+    _goal("Point", "Trains on the centre (l + u) / 2 of the input box, with cross-entropy (Table 2)."),
+    _goal(
+        "Normal",
+        "Trains on a point drawn from a normal distribution around the box and clipped to it, with "
+        "cross-entropy (Table 2).",
+    ),
+    _goal("Uniform", "Trains on a point drawn uniformly from the input box, with cross-entropy (Table 2)."),
+    _goal(
+        "IFGSM",
+        "IFGSM_k: trains on the adversarial example found by k iterations of FGSM inside the box, with "
+        "cross-entropy (Table 2). The paper's IFGSM_k is written IFGSM(k) or IFGSM_k.",
+        Param("k", INT, doc="Iterations.", low=1, subscript=True),
+    ),
+    _goal(
+        "Box",
+        "Propagates the box <(l + u)/2, (u - l)/2, 0> and trains on the worst-case logits of its "
+        "concretization with cross-entropy (Table 2; IBP's loss).",
+    ),
+    _goal(
+        "Mix",
+        "The Cartesian product of two goals' abstractions, each propagated once; the loss is "
+        "(1 - weight) * loss_g1 + weight * loss_g2 (Table 2).",
+        Param("g1", GOAL, doc="The first goal."),
+        Param("g2", GOAL, doc="The second goal."),
+        Param("weight", SCHEDULE, doc="lambda, the weight of g2's loss.", low=0, high=1),
+    ),
+    _goal(
+        "Sub",
+        "Runs g on the box scaled about its centre by delta: l' = (u + l - delta(u - l)) / 2, "
+        "u' = (u + l + delta(u - l)) / 2 (Table 2).",
+        Param("delta", SCHEDULE, doc="The scale of the box.", low=0),
+        Param("g", GOAL, doc="The goal run on the scaled box."),
+    ),
+    _goal(
+        "Sample",
+        "Finds a point b as the centre of Sub(1 - r * delta, g_s), then runs g_t on the box of width delta "
+        "around b (Table 2). Written Sample(delta, g_s, g_t) (r = 1, as in Section 4.2) or "
+        "Sample(delta, r, g_s, g_t).",
+        Param("delta", SCHEDULE, doc="The width of the sampled box, relative to the input box.", low=0),
+        Param("r", SCHEDULE, 1, "How far from the centre the sample may fall.", low=0),
+        Param("g_s", GOAL, doc="The goal that picks the sample's centre."),
+        Param("g_t", GOAL, doc="The goal trained on the sampled box."),
+        forms=(("delta", "g_s", "g_t"), ("delta", "r", "g_s", "g_t")),
+    ),
+    _goal(
+        "BiSample",
+        "Runs g2 on the box centred on the input whose radius is how far g1's abstraction reaches: "
+        "l', u' = (l + u)/2 -/+ |UB(alpha_g1(l, u)) - (l + u)/2| (Table 2).",
+        Param("g1", GOAL, doc="The goal whose reach sets the box."),
+        Param("g2", GOAL, doc="The goal trained on that box."),
+    ),
+    Constructor(
+        "Lin",
+        "schedule",
+        SCHEDULE,
+        (
+            Param("start", FLOAT, doc="The value for the first `hold` epochs."),
+            Param("end", FLOAT, doc="The value after the ramp."),
+            Param("steps", FLOAT, doc="Epochs over which the value moves linearly from start to end.", low=0),
+            Param("hold", FLOAT, 0, "Epochs at `start` before the ramp begins.", low=0),
+        ),
+        "Linear annealing: start for the first `hold` epochs, then linearly to end over `steps` epochs. "
+        "The argument order is the reference implementation's, which produced the paper's numbers; the "
+        "prose of Section 4.1 describes Lin(a, b, m, n) with m and n swapped.",
+        RT_SCHEDULES + "Lin",
+    ),
+    Constructor(
+        "Until",
+        "schedule",
+        SCHEDULE,
+        (
+            Param("epoch", FLOAT, doc="When to switch.", low=0),
+            Param("first", SCHEDULE, doc="The schedule before `epoch`."),
+            Param("then", SCHEDULE, doc="The schedule after `epoch`, given the time minus `epoch`."),
+        ),
+        "first until `epoch` epochs have passed, then `then` on the time since (Section 4.1).",
+        RT_SCHEDULES + "Until",
+    ),
+    Constructor(
+        "relu", "activation", ACTIVATION, (), "The activation max(x, 0).", "daic.runtime.layers:relu"
+    ),
+]

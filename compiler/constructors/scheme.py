@@ -1,0 +1,43 @@
+"""The fields of a `scheme { ... }`: declared like a constructor's parameters, so that unknown, repeated and
+missing fields, types and ranges are checked by the same code as a call's arguments."""
+
+from __future__ import annotations
+
+from ..registry import Constructor, Param
+from ..types import DATASET, GOAL, INT, LR_SCHEDULE, OPTIMIZER, SCHEDULE, SCHEME, STR, TEST, ListOf
+
+SCHEME_DECL = Constructor(
+    "scheme",
+    "scheme",
+    SCHEME,
+    (
+        Param("net", STR, None, "The network file, relative to this file (the CLI's --net overrides it)."),
+        Param("data", DATASET, doc="The data set."),
+        Param(
+            "epsilon",
+            SCHEDULE,
+            doc="The L-infinity radius trained and certified; may be a schedule.",
+            low=0,
+            low_open=True,
+        ),
+        Param("goal", GOAL, doc="The training goal (Table 2)."),
+        Param("epochs", INT, doc="Training epochs.", low=1),
+        Param("batch", INT, 50, "Examples per batch.", low=1),
+        Param("optimizer", OPTIMIZER, "Adam", "The optimizer; Adam(lr=0.001) when not given."),
+        Param("lr", LR_SCHEDULE, None, "Learning-rate steps, e.g. Steps(at=[10, 20, 250, 300])."),
+        Param("test", ListOf(TEST), ("Accuracy", "Verify"), "What to measure on the test set."),
+        Param("test_every", INT, 1, "Evaluate every N epochs (and always after the last).", low=1),
+        Param(
+            "relu",
+            STR,
+            "hybrid",
+            'The hybrid zonotope ReLU: the reference\'s "hybrid" or the tighter "deepz".',
+            choices=("hybrid", "deepz"),
+        ),
+        Param("seed", INT, 0, "Seed of every random number generator.", low=0),
+    ),
+    "A training scheme: what to train, on what, how long, and what to measure.",
+    "daic.runtime.training:Scheme",
+)
+
+DECLARATIONS = [SCHEME_DECL]

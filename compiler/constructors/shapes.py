@@ -1,0 +1,92 @@
+"""Shape rules of the layers (shapes are (C, H, W) for images, (N,) for vectors). The layer declarations
+attach them; shape inference, `daic show` and hover call them through the registry."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+from ..registry import ShapeError
+
+Shape = tuple[int, ...]
+
+
+def pair(value: object, name: str) -> tuple[int, int]:
+    if isinstance(value, int):
+        return value, value
+    if isinstance(value, tuple) and len(value) == 2 and all(isinstance(v, int) for v in value):
+        return value  # type: ignore[return-value]
+    if isinstance(value, tuple) and len(value) == 1 and isinstance(value[0], int):
+        return value[0], value[0]
+    raise ShapeError(f"`{name}` needs one or two integers", name)
+
+
+def _image(shape: Shape, kind: str) -> tuple[int, int, int]:
+    if len(shape) != 3:
+        raise ShapeError(f"{kind} needs an image (channels, height, width), but gets a vector of {shape[0]}")
+    return shape  # type: ignore[return-value]
+
+
+def _window(shape: Shape, args: Mapping[str, object], kind: str, padding_name: str = "padding") -> Shape:
+    channels, height, width = _image(shape, kind)
+    kh, kw = pair(args["kernel_size"], "kernel_size")
+    stride = args.get("stride")
+    sh, sw = (kh, kw) if stride is None else pair(stride, "stride")
+    ph, pw = pair(args.get(padding_name, 0), padding_name)
+    if kh > height + 2 * ph or kw > width + 2 * pw:
+        raise ShapeError(
+            f"kernel {kh}x{kw} is larger than the padded input {height + 2 * ph}x{width + 2 * pw}",
+            "kernel_size",
+        )
+    return channels, (height + 2 * ph - kh) // sh + 1, (width + 2 * pw - kw) // sw + 1
+
+
+def conv2d(shape: Shape, args: Mapping[str, object]) -> Shape:
+    _channels, height, width = _window(shape, args, "Conv2D")
+    return args["filters"], height, width  # type: ignore[return-value]
+
+
+def conv2d_params(shape: Shape, args: Mapping[str, object]) -> int:
+    kh, kw = pair(args["kernel_size"], "kernel_size")
+    filters = int(args["filters"])  # type: ignore[arg-type]
+    return shape[0] * kh * kw * filters + (filters if args.get("bias", True) else 0)
+
+
+def linear(shape: Shape, args: Mapping[str, object]) -> Shape:
+    return (args["out"],)  # type: ignore[return-value]
+
+
+def linear_params(shape: Shape, args: Mapping[str, object]) -> int:
+    out = int(args["out"])  # type: ignore[arg-type]
+    return math.prod(shape) * out + (out if args.get("bias", True) else 0)
+
+
+def pool2d(shape: Shape, args: Mapping[str, object]) -> Shape:
+    return _window(shape, args, "pooling")
+
+
+def flatten(shape: Shape, args: Mapping[str, object]) -> Shape:
+    return (math.prod(shape),)
+
+
+def same(shape: Shape, args: Mapping[str, object]) -> Shape:
+    return shape
+
+
+def normalize(shape: Shape, args: Mapping[str, object]) -> Shape:
+    mean, std = args["mean"], args["std"]
+    for name, values in (("mean", mean), ("std", std)):
+        if isinstance(values, tuple) and len(values) not in (1, shape[0]):
+            raise ShapeError(f"`{name}` has {len(values)} values for {shape[0]} channels", name)
+    return shape
+
+
+def corr_max_pool(shape: Shape, args: Mapping[str, object]) -> Shape:
+    kernel = args["kernel_size"]
+    if isinstance(kernel, tuple) and len(kernel) == 3:
+        if len(shape) != 3 or kernel[0] > shape[0]:
+            raise ShapeError(f"a {kernel[0]}-channel window does not fit shape {shape}", "kernel_size")
+        _window(shape, {"kernel_size": kernel[1:], "stride": args.get("stride")}, "CorrMaxPool3D")
+    else:
+        _window(shape, {"kernel_size": kernel, "stride": args.get("stride")}, "CorrMaxPool2D")
+    return shape

@@ -1,0 +1,97 @@
+"""Optimisation and evaluation: optimizers, learning-rate steps, tests (accuracy, attacks, verification)
+and the verification domains."""
+
+from __future__ import annotations
+
+from ..registry import Constructor, Param
+from ..types import BOOL, DOMAIN, FLOAT, INT, LR_SCHEDULE, OPTIMIZER, TEST, ListOf
+
+RT = "daic.runtime.training:"
+RT_EVAL = "daic.runtime.evaluate:"
+
+DECLARATIONS = [
+    Constructor(
+        "SGD",
+        "optimizer",
+        OPTIMIZER,
+        (
+            Param("lr", FLOAT, 0.1, "Initial learning rate.", low=0, low_open=True),
+            Param("momentum", FLOAT, 0.9, "Momentum.", low=0, high=1),
+            Param("weight_decay", FLOAT, 0.0, "L2 regularisation constant.", low=0),
+            Param("nesterov", BOOL, False, "Nesterov momentum."),
+        ),
+        "Stochastic gradient descent with momentum (the paper's SkipNet-18, ResNet-18/34, DenseNet-100: "
+        "lr 0.1).",
+        RT + "SGD",
+    ),
+    Constructor(
+        "Adam",
+        "optimizer",
+        OPTIMIZER,
+        (
+            Param("lr", FLOAT, 0.001, "Initial learning rate.", low=0, low_open=True),
+            Param("weight_decay", FLOAT, 0.0, "L2 regularisation constant.", low=0),
+        ),
+        "Adam (the paper's ResNet-Tiny: lr 0.001, L2 0.01).",
+        RT + "Adam",
+    ),
+    Constructor(
+        "Steps",
+        "lr",
+        LR_SCHEDULE,
+        (
+            Param("at", ListOf(INT), doc="Epochs at which the rate is multiplied by `factor`.", low=0),
+            Param("factor", FLOAT, 0.1, "The multiplier.", low=0, low_open=True),
+        ),
+        "Multiplies the learning rate by `factor` at each listed epoch (the paper: x0.1 at 10, 20, 250, "
+        "300).",
+        RT + "Steps",
+    ),
+    Constructor("Accuracy", "test", TEST, (), "Standard accuracy on the test set.", RT_EVAL + "Accuracy"),
+    Constructor(
+        "MIFGSM",
+        "test",
+        TEST,
+        (
+            Param("k", INT, 20, "Iterations.", low=1),
+            Param("mu", FLOAT, 0.8, "Momentum decay.", low=0),
+            Param("step", FLOAT, 0.0031373, "Step size.", low=0, low_open=True),
+        ),
+        "Accuracy under the momentum iterative FGSM attack (the paper: mu 0.8, 20 iterations, "
+        "step 0.0031373).",
+        RT_EVAL + "MIFGSM",
+    ),
+    Constructor(
+        "PGD",
+        "test",
+        TEST,
+        (
+            Param("k", INT, 20, "Iterations.", low=1),
+            Param("step", FLOAT, None, "Step size; 2.5 * epsilon / k when not given.", low=0, low_open=True),
+            Param("restarts", INT, 1, "Random restarts.", low=1),
+        ),
+        "Accuracy under projected gradient descent with random starts.",
+        RT_EVAL + "PGD",
+    ),
+    Constructor(
+        "Verify",
+        "test",
+        TEST,
+        (Param("domain", DOMAIN, "HBox", "The domain that certifies."),),
+        "Verified robustness: the share of test images whose epsilon-ball the domain proves classified "
+        "correctly.",
+        RT_EVAL + "Verify",
+    ),
+    Constructor(
+        "Box", "domain", DOMAIN, (), "Intervals (interval bound propagation).", RT_EVAL + "BoxDomain"
+    ),
+    Constructor(
+        "HBox",
+        "domain",
+        DOMAIN,
+        (),
+        "The hybrid zonotope with one correlated term per input dimension, only_train layers skipped, as the "
+        "reference implementation verified (Section 5).",
+        RT_EVAL + "HBoxDomain",
+    ),
+]

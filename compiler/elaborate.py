@@ -1,0 +1,386 @@
+"""Checking expressions against the registry, and elaborating them into values.
+
+`Elaborator.check(expr, expected)` returns the expression's type and its value: numbers folded, lets and
+imports substituted, and every constructor application turned into a `Built` with all its arguments bound
+(defaults filled in). The lowering turns `Built` values into runtime objects without looking at syntax again.
+Every problem found on the way goes into the shared diagnostics list.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from daic.dsl import ast as A
+from daic.dsl.diagnostics import Diagnostic, error
+from daic.dsl.source import Span
+
+from . import codes as C
+from .registry import REQUIRED, Constructor, Param, Registry
+from .types import ANY, BOOL, FLOAT, INT, STR, ListOf, OneOf, Type, article, is_subtype
+
+INT_LIMIT = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class Built:
+    """A constructor applied to all its arguments (defaults included)."""
+
+    decl: Constructor
+    args: Mapping[str, object] = field(default_factory=lambda: MappingProxyType({}))
+    span: Span | None = field(default=None, compare=False)
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{k}={v!r}" for k, v in self.args.items())
+        return f"{self.decl.name}({shown})"
+
+
+class _Unknown:
+    """The value of an expression whose error was already reported."""
+
+    def __repr__(self) -> str:
+        return "<unknown>"
+
+
+UNKNOWN = _Unknown()
+
+
+@dataclass(frozen=True)
+class Symbol:
+    """What a name in scope stands for: a let (its type and value, where it is defined)."""
+
+    name: str
+    type: Type
+    value: object
+    span: Span
+    path: str | None = None
+
+
+# A scope resolves a (possibly dotted) name to a symbol, or None. The .dai checker provides lets and
+# imports; in a .net file the scope is empty.
+Scope = Callable[[A.Name], Symbol | None]
+
+
+def no_names(name: A.Name) -> Symbol | None:
+    return None
+
+
+def did_you_mean(name: str, candidates: list[str]) -> str | None:
+    close = difflib.get_close_matches(name, candidates, n=1, cutoff=0.6)
+    if not close:
+        lowered = {c.lower(): c for c in candidates}
+        close = [lowered[name.lower()]] if name.lower() in lowered else []
+    return f"did you mean `{close[0]}`?" if close else None
+
+
+def describe(value: object) -> str:
+    if isinstance(value, bool):
+        return "True" if value else "False"
+    if isinstance(value, Built):
+        return value.decl.name
+    if isinstance(value, tuple):
+        return "[" + ", ".join(describe(v) for v in value) + "]"
+    if isinstance(value, str):
+        return f'"{value}"'
+    return repr(value)
+
+
+class Elaborator:
+    def __init__(
+        self,
+        registry: Registry,
+        sink: list[Diagnostic],
+        scope: Scope = no_names,
+        visible_names: Callable[[], list[str]] = list,
+    ) -> None:
+        self.registry = registry
+        self.sink = sink
+        self.scope = scope
+        self.visible_names = visible_names
+
+    def report(self, code, message: str, span: Span, hint: str | None = None) -> None:
+        self.sink.append(error(code, message, span, hint))
+
+    # --- entry point ----------------------------------------------------------------------------------
+
+    def check(self, expr: A.Expr, expected: Type = ANY) -> tuple[Type, object]:
+        if isinstance(expected, OneOf):
+            expected = self._pick_option(expr, expected)
+        if isinstance(expr, A.Invalid):
+            return ANY, UNKNOWN
+        if isinstance(expr, A.Number | A.BinOp | A.Neg):
+            return self._number(expr, expected)
+        if isinstance(expr, A.String):
+            return self._expect(STR, expr.value, expected, expr)
+        if isinstance(expr, A.Bool):
+            return self._expect(BOOL, expr.value, expected, expr)
+        if isinstance(expr, A.ListExpr):
+            return self._list(expr, expected)
+        if isinstance(expr, A.Name):
+            return self._name(expr, expected)
+        if isinstance(expr, A.Call):
+            return self._call(expr, expected)
+        raise TypeError(f"not an expression: {expr!r}")
+
+    @staticmethod
+    def _pick_option(expr: A.Expr, expected: OneOf) -> Type:
+        lists = [o for o in expected.options if isinstance(o, ListOf)]
+        others = [o for o in expected.options if not isinstance(o, ListOf)]
+        if isinstance(expr, A.ListExpr) and lists:
+            return lists[0]
+        return others[0] if others else expected
+
+    def _expect(self, actual: Type, value: object, expected: Type, expr: A.Expr) -> tuple[Type, object]:
+        if not is_subtype(actual, expected):
+            self.report(
+                C.TYPE_MISMATCH,
+                f"expected {article(expected)}, found {article(actual)} `{describe(value)}`",
+                expr.span,
+            )
+            return ANY, UNKNOWN
+        return actual, value
+
+    # --- numbers --------------------------------------------------------------------------------------
+
+    def _fold(self, expr: A.Expr) -> int | float | None:
+        """The constant value of an arithmetic expression, or None (reported) when it has none."""
+        if isinstance(expr, A.Number):
+            return expr.value
+        if isinstance(expr, A.Neg):
+            inner = self._fold(expr.operand)
+            return None if inner is None else -inner
+        if isinstance(expr, A.BinOp):
+            left, right = self._fold(expr.left), self._fold(expr.right)
+            if left is None or right is None:
+                return None
+            if expr.op == "/":
+                if right == 0:
+                    self.report(C.OUT_OF_RANGE, "division by zero", expr.right.span)
+                    return None
+                return left / right
+            return {"+": left + right, "-": left - right, "*": left * right}[expr.op]
+        if isinstance(expr, A.Invalid):
+            return None
+        kind, _ = self.check(expr)
+        if kind != ANY:
+            self.report(C.TYPE_MISMATCH, f"arithmetic takes numbers, not {article(kind)}", expr.span)
+        return None
+
+    def _number(self, expr: A.Expr, expected: Type) -> tuple[Type, object]:
+        value = self._fold(expr)
+        if value is None:
+            return ANY, UNKNOWN
+        actual = INT if isinstance(value, int) else FLOAT
+        return self._expect(actual, value, expected, expr)
+
+    # --- lists ----------------------------------------------------------------------------------------
+
+    def _list(self, expr: A.ListExpr, expected: Type) -> tuple[Type, object]:
+        if expected != ANY and not isinstance(expected, ListOf):
+            self.report(C.TYPE_MISMATCH, f"expected {article(expected)}, found a list", expr.span)
+            return ANY, UNKNOWN
+        item_type = expected.item if isinstance(expected, ListOf) else ANY
+        values, types = [], []
+        for item in expr.items:
+            kind, value = self.check(item, item_type)
+            values.append(value)
+            types.append(kind)
+        known = [t for t in types if t != ANY]
+        result = ListOf(item_type if item_type != ANY else (known[0] if known else ANY))
+        return result, tuple(values)
+
+    # --- names and calls ------------------------------------------------------------------------------
+
+    def _constructors(self, name: str, expected: Type) -> tuple[list[Constructor], list[Constructor]]:
+        """All declarations of `name`, and those that build the expected type."""
+        found = self.registry.lookup(name)
+        fitting = [d for d in found if is_subtype(d.returns, expected)]
+        return found, fitting
+
+    def _name(self, expr: A.Name, expected: Type) -> tuple[Type, object]:
+        symbol = self.scope(expr)
+        if symbol is not None:
+            return (
+                self._expect(symbol.type, symbol.value, expected, expr)
+                if symbol.type != ANY
+                else (ANY, symbol.value)
+            )
+        if len(expr.parts) == 1:
+            found, fitting = self._constructors(expr.dotted, expected)
+            if found:
+                decl = (fitting or found)[0]
+                if not fitting:
+                    return self._expect(decl.returns, Built(decl), expected, expr)
+                return decl.returns, self._apply(decl, expr, (), (), expr.span)
+            subscripted = self._subscript(expr, expected)
+            if subscripted is not None:
+                return subscripted
+        hint = did_you_mean(expr.dotted, self.visible_names() + self.registry.names())
+        self.report(C.UNKNOWN_NAME, f"unknown name `{expr.dotted}`", expr.span, hint)
+        return ANY, UNKNOWN
+
+    def _subscript(self, expr: A.Name, expected: Type) -> tuple[Type, object] | None:
+        """`IFGSM_3` is `IFGSM(3)`: the paper's subscript, for constructors whose first parameter is one."""
+        match = re.fullmatch(r"([A-Za-z]\w*?)_(\d+)", expr.parts[0])
+        if not match:
+            return None
+        found, fitting = self._constructors(match.group(1), expected)
+        decl = next((d for d in fitting or found if d.params and d.params[0].subscript), None)
+        if decl is None:
+            return None
+        number = A.Number(int(match.group(2)), match.group(2), span=expr.span)
+        return self._call(
+            A.Call(A.Name((decl.name,), span=expr.span), (number,), (), span=expr.span), expected
+        )
+
+    def _call(self, expr: A.Call, expected: Type) -> tuple[Type, object]:
+        symbol = self.scope(expr.func)
+        if symbol is not None:
+            self.report(
+                C.NOT_CALLABLE,
+                f"`{expr.func.dotted}` is a let, not a constructor; it cannot be called",
+                expr.func.span,
+                hint=f"use it without arguments: `{expr.func.dotted}`",
+            )
+            return ANY, UNKNOWN
+        found, fitting = self._constructors(expr.func.dotted, expected)
+        if not found:
+            hint = did_you_mean(expr.func.dotted, self.registry.names())
+            self.report(C.UNKNOWN_NAME, f"unknown constructor `{expr.func.dotted}`", expr.func.span, hint)
+            for arg in (*expr.args, *(k.value for k in expr.kwargs)):
+                self.check(arg)
+            return ANY, UNKNOWN
+        decl = (fitting or found)[0]
+        value = self._apply(decl, expr, expr.args, expr.kwargs, expr.span)
+        if not fitting:
+            return self._expect(decl.returns, value, expected, expr)
+        return decl.returns, value
+
+    # --- binding arguments ----------------------------------------------------------------------------
+
+    def _form(self, decl: Constructor, count: int) -> tuple[str, ...]:
+        forms = decl.forms or (tuple(p.name for p in decl.params),)
+        fitting = [f for f in forms if len(f) >= count]
+        return min(fitting, key=len) if fitting else max(forms, key=len)
+
+    def bind(
+        self,
+        decl: Constructor,
+        owner: A.Node,
+        args: tuple[A.Expr, ...],
+        kwargs: tuple[A.Keyword | A.Param | A.Field, ...],
+        what: str = "argument",
+        label: str | None = None,
+    ) -> dict[str, A.Expr]:
+        """Match positional and keyword arguments to parameters, reporting every mismatch. `label` names
+        the owner in messages (a constructor by default; "a scheme" for fields)."""
+        label = label or f"`{decl.name}`"
+        form = self._form(decl, len(args))
+        bound: dict[str, A.Expr] = {}
+        for name, arg in zip(form, args, strict=False):
+            bound[name] = arg
+        if len(args) > len(form):
+            extra = args[len(form)]
+            self.report(
+                C.ARITY,
+                f"`{decl.name}` takes at most {len(form)} positional arguments "
+                f"({', '.join(form)}), got {len(args)}",
+                extra.span.cover(args[-1].span),
+            )
+        names = [p.name for p in decl.params]
+        for kw in kwargs:
+            if decl.param(kw.name) is None:
+                hint = did_you_mean(kw.name, names) or (
+                    f"{label} takes " + ", ".join(names) if names else f"{label} takes no {what}s"
+                )
+                self.report(C.UNKNOWN_KEYWORD, f"{label} has no {what} `{kw.name}`", kw.name_span, hint)
+            elif kw.name in bound:
+                self.report(C.REPEATED, f"{what} `{kw.name}` is given twice", kw.name_span)
+            else:
+                bound[kw.name] = kw.value
+        return bound
+
+    def _apply(self, decl: Constructor, owner: A.Node, args, kwargs, span: Span) -> Built:
+        bound = self.bind(decl, owner, args, kwargs)
+        return self.build(decl, bound, span, owner)
+
+    def build(
+        self,
+        decl: Constructor,
+        bound: dict[str, A.Expr],
+        span: Span,
+        owner: A.Node,
+        what: str = "argument",
+        missing_hint: Callable[[Param], str | None] | None = None,
+    ) -> Built:
+        values: dict[str, object] = {}
+        for param in decl.params:
+            expr = bound.get(param.name)
+            if expr is not None:
+                values[param.name] = self.argument(param, expr)
+            elif param.required:
+                self.missing(decl, param, span, what, missing_hint(param) if missing_hint else None)
+                values[param.name] = UNKNOWN
+            else:
+                values[param.name] = self.default(param)
+        return Built(decl, MappingProxyType(values), span)
+
+    def argument(self, param: Param, expr: A.Expr) -> object:
+        """One argument's value, checked against its parameter's type and range."""
+        kind, value = self.check(expr, param.type)
+        if kind != ANY:
+            self.check_range(param, value, expr)
+        return value
+
+    def missing(
+        self,
+        decl: Constructor,
+        param: Param,
+        span: Span,
+        what: str,
+        hint: str | None = None,
+        label: str | None = None,
+    ) -> None:
+        label = label or f"`{decl.name}`"
+        self.report(C.MISSING, f"{label} is missing {what} `{param.name}` ({param.type})", span, hint)
+
+    def default(self, param: Param) -> object:
+        """A parameter's default as a value: names of bare constructors become `Built` values."""
+
+        def convert(value: object, expected: Type) -> object:
+            if isinstance(value, tuple):
+                item = expected.item if isinstance(expected, ListOf) else ANY
+                return tuple(convert(v, item) for v in value)
+            if isinstance(value, str) and expected not in (STR, ANY):
+                _, fitting = self._constructors(value, expected)
+                return Built(fitting[0]) if fitting else value
+            return value
+
+        return None if param.default is REQUIRED else convert(param.default, param.type)
+
+    def check_range(self, param: Param, value: object, expr: A.Expr) -> None:
+        if isinstance(value, tuple):
+            items = expr.items if isinstance(expr, A.ListExpr) else [expr] * len(value)
+            for item, item_expr in zip(value, items, strict=False):
+                self.check_range(param, item, item_expr)
+            return
+        if param.choices is not None and isinstance(value, str) and value not in param.choices:
+            allowed = ", ".join(f'"{c}"' for c in param.choices)
+            self.report(C.OUT_OF_RANGE, f'`{param.name}` must be one of {allowed}, got "{value}"', expr.span)
+            return
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            return
+        low_bad = param.low is not None and (value <= param.low if param.low_open else value < param.low)
+        high_bad = param.high is not None and value > param.high
+        too_big = param.type == INT and abs(value) > INT_LIMIT
+        if low_bad or high_bad:
+            self.report(
+                C.OUT_OF_RANGE,
+                f"`{param.name}` must be {param.range_text()}, got {describe(value)}",
+                expr.span,
+            )
+        elif too_big:
+            self.report(C.OUT_OF_RANGE, f"`{param.name}` is too large ({describe(value)})", expr.span)

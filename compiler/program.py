@@ -1,0 +1,356 @@
+"""Checking `.dai` files: imports, name resolution, lets, schemes, and the networks schemes name.
+
+Phases, all reporting into one list: imports are loaded (standard-library modules by dotted name, other
+files by path, each checked once, cycles reported); every let is elaborated on demand, so lets may refer to
+each other in any order and cycles are found; each scheme's fields (with those of its `extends` base) are
+checked like a call's keyword arguments; a scheme's `net` file is parsed and its shapes inferred from the
+scheme's data set.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from types import MappingProxyType
+
+from daic.dsl import ast as A
+from daic.dsl.diagnostics import Diagnostic, error
+from daic.dsl.parser import parse_dai, parse_net
+from daic.dsl.source import Span
+
+from . import codes as C
+from .constructors import REGISTRY, SCHEME_DECL
+from .elaborate import UNKNOWN, Built, Elaborator, Symbol, did_you_mean
+from .network import Network, analyze_net
+from .types import ANY
+
+STDLIB = "stdlib"
+
+
+@dataclass
+class SchemeInfo:
+    node: A.Scheme
+    built: Built | None = None  # all fields, the base's merged in, defaults filled
+    explicit: set[str] = field(default_factory=set)  # fields set here or in a base (not defaults)
+    net_dir: Path | None = None  # where the file that sets `net` lives: its path is relative to that
+    network: Network | None = None
+    net_path: str | None = None
+
+
+@dataclass
+class Module:
+    path: str | None  # None for text that is not a file (an editor buffer without a path)
+    tree: A.DaiFile
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    lets: dict[str, A.Let] = field(default_factory=dict)
+    symbols: dict[str, Symbol] = field(default_factory=dict)
+    schemes: dict[str, SchemeInfo] = field(default_factory=dict)
+    imports: list[tuple[A.Import, Module | None]] = field(default_factory=list)
+
+    def exported(self, name: str) -> Symbol | None:
+        return self.symbols.get(name)
+
+
+def stdlib_file(dotted: str) -> Path | None:
+    """`stdlib.goals` -> the packaged `goals.dai`."""
+    parts = dotted.split(".")
+    if parts[0] != STDLIB or len(parts) < 2:
+        return None
+    entry = resources.files("daic.stdlib").joinpath(*parts[1:-1], parts[-1] + ".dai")
+    return Path(str(entry)) if entry.is_file() else None
+
+
+class Program:
+    """Loads and checks modules, caching each by path so an import graph is checked once."""
+
+    def __init__(self) -> None:
+        self.modules: dict[str, Module] = {}
+        self.loading: list[str] = []
+
+    def check_text(self, text: str, path: str | None) -> Module:
+        parsed = parse_dai(text)
+        module = Module(path, parsed.tree, [d for d in parsed.diagnostics])
+        if path is not None:
+            self.modules[str(Path(path).resolve())] = module
+            self.loading.append(str(Path(path).resolve()))
+        try:
+            _ModuleChecker(self, module).run()
+        finally:
+            if path is not None:
+                self.loading.pop()
+        return module
+
+    def load(self, path: Path) -> Module | str:
+        """The checked module at `path`, or a reason it cannot be had."""
+        key = str(path.resolve())
+        if key in self.loading:
+            return "cycle"
+        if key in self.modules:
+            return self.modules[key]
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            return f"cannot be read ({exc.__class__.__name__})"
+        return self.check_text(text, str(path))
+
+
+class _ModuleChecker:
+    def __init__(self, program: Program, module: Module) -> None:
+        self.program = program
+        self.module = module
+        self.sink = module.diagnostics
+        self.elaborator = Elaborator(REGISTRY, self.sink, self.resolve, self.visible_names)
+        self.in_progress: list[str] = []
+        self.base_dir = Path(module.path).parent if module.path else Path.cwd()
+
+    def report(self, code, message: str, span: Span, hint: str | None = None) -> None:
+        self.sink.append(error(code, message, span, hint))
+
+    # --- declarations ---------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        for statement in self.module.tree.statements:
+            if isinstance(statement, A.Import):
+                self.module.imports.append((statement, self.import_module(statement)))
+            elif isinstance(statement, A.Let):
+                self.declare(statement.name, statement.name_span, self.module.lets, statement)
+            else:
+                self.declare(statement.name, statement.name_span, self.module.schemes, SchemeInfo(statement))
+        for name in list(self.module.lets):
+            self.let_symbol(name)
+        for name in list(self.module.schemes):
+            self.check_scheme(name, [])
+
+    def declare(self, name: str, span: Span, table: dict, value) -> None:
+        if name in self.module.lets or name in self.module.schemes:
+            self.report(C.REPEATED, f"`{name}` is defined twice in this file", span)
+            return
+        table[name] = value
+
+    def import_module(self, node: A.Import) -> Module | None:
+        if isinstance(node.target, A.Name):
+            path = stdlib_file(node.target.dotted)
+            shown = node.target.dotted
+            if path is None:
+                available = [p.name[:-4] for p in Path(str(resources.files("daic.stdlib"))).glob("*.dai")]
+                hint = (
+                    did_you_mean(node.target.parts[-1], available)
+                    if node.target.parts[0] == STDLIB
+                    else (
+                        'standard-library modules are `stdlib.NAME`; import a file with `import "path.dai"`'
+                    )
+                )
+                self.report(C.IMPORT_NOT_FOUND, f"no module `{shown}`", node.target.span, hint)
+                return None
+        else:
+            path = self.base_dir / node.target.value
+            shown = node.target.value
+            if not path.is_file():
+                self.report(
+                    C.IMPORT_NOT_FOUND, f"no file `{shown}` (looked in {self.base_dir})", node.target.span
+                )
+                return None
+        loaded = self.program.load(path)
+        if loaded == "cycle":
+            self.report(C.CYCLE, f"importing `{shown}` leads back to this file", node.target.span)
+            return None
+        if isinstance(loaded, str):
+            self.report(C.IMPORT_NOT_FOUND, f"`{shown}` {loaded}", node.target.span)
+            return None
+        if any(d.is_error for d in loaded.diagnostics):
+            self.report(C.IMPORT_NOT_FOUND, f"`{shown}` has errors; check it on its own", node.target.span)
+        return loaded
+
+    # --- names ----------------------------------------------------------------------------------------
+
+    def visible_names(self) -> list[str]:
+        names = list(self.module.lets)
+        for node, module in self.module.imports:
+            if module is not None and node.alias is None:
+                names.extend(module.symbols)
+        return names
+
+    def resolve(self, name: A.Name) -> Symbol | None:
+        if len(name.parts) == 1:
+            if name.parts[0] in self.module.lets:
+                return self.let_symbol(name.parts[0])
+            found = [
+                (node, m.exported(name.parts[0]))
+                for node, m in self.module.imports
+                if m is not None and node.alias is None and m.exported(name.parts[0])
+            ]
+            if len(found) > 1:
+                where = ", ".join(self._module_name(node) for node, _ in found)
+                self.report(
+                    C.AMBIGUOUS,
+                    f"`{name.dotted}` is defined by more than one import ({where})",
+                    name.span,
+                    hint="import one of them with `as` and write its qualified name",
+                )
+                return Symbol(name.dotted, ANY, UNKNOWN, name.span)
+            return found[0][1] if found else None
+        if len(name.parts) == 2:
+            for node, module in self.module.imports:
+                if module is not None and name.parts[0] == self._qualifier(node):
+                    symbol = module.exported(name.parts[1])
+                    if symbol is None:
+                        self.report(
+                            C.UNKNOWN_NAME,
+                            f"`{self._module_name(node)}` defines no `{name.parts[1]}`",
+                            name.span,
+                            did_you_mean(name.parts[1], list(module.symbols)),
+                        )
+                        return Symbol(name.dotted, ANY, UNKNOWN, name.span)
+                    return symbol
+        return None
+
+    @staticmethod
+    def _module_name(node: A.Import) -> str:
+        return node.target.dotted if isinstance(node.target, A.Name) else node.target.value
+
+    @staticmethod
+    def _qualifier(node: A.Import) -> str:
+        if node.alias:
+            return node.alias
+        if isinstance(node.target, A.Name):
+            return node.target.parts[-1]
+        return Path(node.target.value).stem
+
+    def let_symbol(self, name: str) -> Symbol:
+        if name in self.module.symbols:
+            return self.module.symbols[name]
+        let = self.module.lets[name]
+        if name in self.in_progress:
+            chain = " -> ".join([*self.in_progress[self.in_progress.index(name) :], name])
+            self.report(C.CYCLE, f"`{name}` is defined in terms of itself ({chain})", let.name_span)
+            return Symbol(name, ANY, UNKNOWN, let.name_span, self.module.path)
+        self.in_progress.append(name)
+        kind, value = self.elaborator.check(let.value)
+        self.in_progress.pop()
+        symbol = Symbol(name, kind, value, let.name_span, self.module.path)
+        self.module.symbols[name] = symbol
+        return symbol
+
+    # --- schemes --------------------------------------------------------------------------------------
+
+    def base_scheme(self, name: A.Name) -> SchemeInfo | None:
+        if len(name.parts) == 1 and name.parts[0] in self.module.schemes:
+            return self.module.schemes[name.parts[0]]
+        for node, module in self.module.imports:
+            if module is None:
+                continue
+            qualified = len(name.parts) == 2 and name.parts[0] == self._qualifier(node)
+            unqualified = len(name.parts) == 1 and node.alias is None
+            if (qualified or unqualified) and name.parts[-1] in module.schemes:
+                return module.schemes[name.parts[-1]]
+        return None
+
+    def check_scheme(self, name: str, chain: list[str]) -> SchemeInfo:
+        """Check a scheme once: its own fields here, the fields it inherits as its base already built them."""
+        info = self.module.schemes[name]
+        if info.built is not None:
+            return info
+        node = info.node
+        base_values: dict[str, object] = {}
+        base = self._base(info, chain)
+        if base is not None and base.built is not None:
+            base_values = {k: base.built.args[k] for k in base.explicit}
+            info.net_dir = base.net_dir
+        own: dict[str, A.Field] = {}
+        for f in node.fields:
+            if f.name in own:
+                self.report(C.REPEATED, f"field `{f.name}` is given twice", f.name_span)
+            own[f.name] = f
+        label = f"scheme `{node.name}`"
+        bound = self.elaborator.bind(SCHEME_DECL, node, (), tuple(own.values()), what="field", label=label)
+        values: dict[str, object] = {}
+        for param in SCHEME_DECL.params:
+            if param.name in bound:
+                values[param.name] = self.elaborator.argument(param, bound[param.name])
+            elif param.name in base_values:
+                values[param.name] = base_values[param.name]
+            elif param.required:
+                # Behind a base that could not be found, missing fields would only repeat that error.
+                if node.base is None or base is not None:
+                    hint = f"it is not set here nor in `{node.base.dotted}`" if node.base else None
+                    self.elaborator.missing(SCHEME_DECL, param, node.name_span, "field", hint, label)
+                values[param.name] = UNKNOWN
+            else:
+                values[param.name] = self.elaborator.default(param)
+        info.explicit = set(bound) | set(base_values)
+        if "net" in bound:
+            info.net_dir = self.base_dir
+        info.built = Built(SCHEME_DECL, MappingProxyType(values), node.name_span)
+        net = values.get("net")
+        if base is not None and "net" not in bound and "data" not in bound:
+            info.network, info.net_path = base.network, base.net_path
+        elif isinstance(net, str) and info.net_dir is not None:
+            self.check_net(
+                info,
+                net,
+                bound["net"].span if "net" in bound else node.name_span,
+                report_missing="net" in bound,
+            )
+        return info
+
+    def _base(self, info: SchemeInfo, chain: list[str]) -> SchemeInfo | None:
+        node = info.node
+        if node.base is None:
+            return None
+        base = self.base_scheme(node.base)
+        if base is None:
+            candidates = list(self.module.schemes) + [
+                n for _, m in self.module.imports if m for n in m.schemes
+            ]
+            self.report(
+                C.UNKNOWN_NAME,
+                f"unknown scheme `{node.base.dotted}`",
+                node.base.span,
+                did_you_mean(node.base.dotted, candidates),
+            )
+            return None
+        local = any(base is s for s in self.module.schemes.values())
+        if local and base.node.name in (*chain, node.name):
+            cycle = " -> ".join([*chain, node.name, base.node.name])
+            self.report(C.CYCLE, f"scheme `{node.name}` extends itself ({cycle})", node.base.span)
+            return None
+        if base.built is None and base.node.name in self.module.schemes:
+            return self.check_scheme(base.node.name, [*chain, node.name])
+        return base
+
+    def check_net(self, info: SchemeInfo, net: str, span: Span, report_missing: bool = True) -> None:
+        path = (info.net_dir or self.base_dir) / net
+        if not path.is_file() and net.startswith(STDLIB + "/"):
+            path = Path(str(resources.files("daic.stdlib").joinpath(*net.split("/")[1:])))
+        if not path.is_file():
+            if not report_missing:
+                return
+            self.report(
+                C.IMPORT_NOT_FOUND,
+                f"no network file `{net}` (looked in {path.parent})",
+                span,
+                hint="paths are relative to this .dai file; `stdlib/nets/NAME.net` names a shipped one",
+            )
+            return
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            self.report(C.IMPORT_NOT_FOUND, f"network file `{net}` cannot be read as text", span)
+            return
+        data = info.built.args.get("data") if info.built else None
+        facts = data.decl.facts if isinstance(data, Built) else {}
+        parsed = parse_net(text)
+        network = analyze_net(parsed.tree, facts.get("shape"), facts.get("classes"))
+        info.network, info.net_path = network, str(path)
+        problems = [d for d in (*parsed.diagnostics, *network.diagnostics) if d.is_error]
+        if problems:
+            first = problems[0]
+            self.report(
+                C.SHAPE if first.code.id >= "E130" else first.code,
+                f"network `{net}` has {len(problems)} error{'s' if len(problems) > 1 else ''}"
+                f"{' with this data set' if facts else ''}; the first, at line {first.span.line}: "
+                f"{first.message}",
+                span,
+                first.hint,
+            )

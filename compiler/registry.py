@@ -1,0 +1,135 @@
+"""The one registry: every constructor of both languages, declared once.
+
+A declaration holds a constructor's name, what it builds (its type), its parameters with types, defaults
+and allowed ranges, its documentation (with the paper's section or formula), and the runtime object it lowers
+to, named by import path and imported only by the lowering. The checker, the lowering, `daic show`, hover,
+completion and signature help all read these declarations; no other table of names exists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from .types import Type
+
+
+class _Required:
+    def __repr__(self) -> str:
+        return "REQUIRED"
+
+
+REQUIRED = _Required()
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    type: Type
+    default: object = REQUIRED
+    doc: str = ""
+    low: float | None = None  # allowed range for constant values
+    high: float | None = None
+    low_open: bool = False  # True: the value must be strictly greater than `low`
+    choices: tuple[str, ...] | None = None
+    subscript: bool = False  # the paper writes it as a subscript: `IFGSM_3` is `IFGSM(3)`
+    lower_as: str | None = None  # the runtime's keyword for it, where that differs from `name`
+
+    @property
+    def required(self) -> bool:
+        return self.default is REQUIRED
+
+    def range_text(self) -> str | None:
+        if self.low is None and self.high is None:
+            return None
+        if self.high is None:
+            return f"{'>' if self.low_open else '>='} {_num(self.low)}"
+        if self.low is None:
+            return f"<= {_num(self.high)}"
+        return f"in [{_num(self.low)}, {_num(self.high)}]"
+
+    def signature_text(self) -> str:
+        text = f"{self.name}: {self.type}"
+        if not self.required:
+            text += f" = {_default_text(self.default)}"
+        return text
+
+
+def _num(value: float | None) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _default_text(value: object) -> str:
+    if isinstance(value, bool):
+        return "True" if value else "False"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, tuple):
+        return "[" + ", ".join(_default_text(v) for v in value) + "]"
+    return repr(value) if not isinstance(value, int | float) else _num(value)
+
+
+@dataclass(frozen=True)
+class Constructor:
+    name: str
+    category: str  # "layer", "abstract layer", "block", "goal", "schedule", "dataset", ...
+    returns: Type
+    params: tuple[Param, ...]
+    doc: str
+    target: str | None  # "module:attribute" of the runtime object; None for syntax-only declarations
+    aliases: tuple[str, ...] = ()
+    # Alternative positional forms, as lists of parameter names (Sample's 3- and 4-argument forms).
+    forms: tuple[tuple[str, ...], ...] = ()
+    facts: Mapping[str, object] = field(default_factory=lambda: MappingProxyType({}))
+    # Layers only: the output shape for an input shape and the layer's arguments (raising ShapeError when
+    # the input does not fit), and the number of trainable parameters.
+    shape: Callable[[tuple[int, ...], Mapping[str, object]], tuple[int, ...]] | None = None
+    count_params: Callable[[tuple[int, ...], Mapping[str, object]], int] | None = None
+
+    def param(self, name: str) -> Param | None:
+        return next((p for p in self.params if p.name == name), None)
+
+    @property
+    def callable_bare(self) -> bool:
+        """Usable as a plain name (`Box`, `HBox`, `relu`): no parameter is required."""
+        return not any(p.required for p in self.params)
+
+    def signature(self) -> str:
+        return f"{self.name}({', '.join(p.signature_text() for p in self.params)}) -> {self.returns}"
+
+
+class ShapeError(Exception):
+    """A layer cannot take the shape it is given. `param` names the argument at fault, if one is."""
+
+    def __init__(self, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param
+
+
+class Registry:
+    """All declarations, looked up by name (or alias). A name may have several declarations that build
+    different types (`Box` is a goal and a verification domain); the checker picks by the expected type."""
+
+    def __init__(self, declarations: Iterable[Constructor]) -> None:
+        self.declarations: tuple[Constructor, ...] = tuple(declarations)
+        self._by_name: dict[str, list[Constructor]] = {}
+        for decl in self.declarations:
+            for name in (decl.name, *decl.aliases):
+                self._by_name.setdefault(name, []).append(decl)
+
+    def lookup(self, name: str) -> list[Constructor]:
+        return list(self._by_name.get(name, ()))
+
+    def layer(self, name: str) -> Constructor | None:
+        return next((d for d in self.lookup(name) if d.category in LAYER_CATEGORIES), None)
+
+    def of_category(self, *categories: str) -> list[Constructor]:
+        return [d for d in self.declarations if d.category in categories]
+
+    def names(self, *categories: str) -> list[str]:
+        decls = self.of_category(*categories) if categories else self.declarations
+        return sorted({n for d in decls for n in (d.name, *d.aliases)})
+
+
+LAYER_CATEGORIES = ("layer", "abstract layer", "block")
