@@ -67,6 +67,7 @@ class Program:
     def __init__(self) -> None:
         self.modules: dict[str, Module] = {}
         self.loading: list[str] = []
+        self.cycles: list[list[str]] = []  # import cycles found, each as the chain of paths
 
     def check_text(self, text: str, path: str | None) -> Module:
         parsed = parse_dai(text)
@@ -85,6 +86,7 @@ class Program:
         """The checked module at `path`, or a reason it cannot be had."""
         key = str(path.resolve())
         if key in self.loading:
+            self.cycles.append([*self.loading[self.loading.index(key) :], key])
             return "cycle"
         if key in self.modules:
             return self.modules[key]
@@ -152,8 +154,9 @@ class _ModuleChecker:
                 )
                 return None
         loaded = self.program.load(path)
-        if loaded == "cycle":
-            self.report(C.CYCLE, f"importing `{shown}` leads back to this file", node.target.span)
+        cycle = self._cycle_through(path)
+        if cycle is not None:
+            self.report(C.CYCLE, f"importing `{shown}` leads back to this file ({cycle})", node.target.span)
             return None
         if isinstance(loaded, str):
             self.report(C.IMPORT_NOT_FOUND, f"`{shown}` {loaded}", node.target.span)
@@ -161,6 +164,18 @@ class _ModuleChecker:
         if any(d.is_error for d in loaded.diagnostics):
             self.report(C.IMPORT_NOT_FOUND, f"`{shown}` has errors; check it on its own", node.target.span)
         return loaded
+
+    def _cycle_through(self, imported: Path) -> str | None:
+        """The import cycle through this module and `imported`, if one was found, as `a -> b -> a`."""
+        if self.module.path is None:
+            return None
+        here, there = str(Path(self.module.path).resolve()), str(imported.resolve())
+        for chain in self.program.cycles:
+            if here in chain and there in chain:
+                start = chain.index(here)
+                ordered = chain[start:-1] + chain[:start] + [here]
+                return " -> ".join(Path(p).name for p in ordered)
+        return None
 
     # --- names ----------------------------------------------------------------------------------------
 
@@ -347,7 +362,7 @@ class _ModuleChecker:
         if problems:
             first = problems[0]
             self.report(
-                C.SHAPE if first.code.id >= "E130" else first.code,
+                first.code,
                 f"network `{net}` has {len(problems)} error{'s' if len(problems) > 1 else ''}"
                 f"{' with this data set' if facts else ''}; the first, at line {first.span.line}: "
                 f"{first.message}",

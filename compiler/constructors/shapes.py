@@ -23,7 +23,7 @@ def pair(value: object, name: str) -> tuple[int, int]:
 
 def _image(shape: Shape, kind: str) -> tuple[int, int, int]:
     if len(shape) != 3:
-        raise ShapeError(f"{kind} needs an image (channels, height, width), but gets a vector of {shape[0]}")
+        raise ShapeError("it needs an image (height, width, channels); flatten only with Linear or Flatten")
     return shape  # type: ignore[return-value]
 
 
