@@ -22,6 +22,7 @@ from daic.dsl.format import format_tree
 from . import codes as compiler_codes
 from . import render
 from .check import check_path, parse_source
+from .elaborate import did_you_mean
 from .sources import UsageError, discover, language_of, read
 
 
@@ -197,6 +198,99 @@ def show(net: str, input_shape: str | None, classes: int | None) -> None:
     if network.input_shape is None:
         click.echo("daic: no input shape: give --input C,H,W or an input_shape annotation", err=True)
     sys.exit(1 if errors else 0)
+
+
+@main.command()
+@click.argument("scheme_file", metavar="SCHEME.dai", type=click.Path(dir_okay=False))
+@click.option(
+    "--net", "net", type=click.Path(dir_okay=False), help="The network (overrides the scheme's `net`)."
+)
+@click.option("--scheme", "scheme_name", help="Which scheme of the file, when it has several.")
+@click.option("--data", "data_root", type=click.Path(file_okay=False), help="Folder of the data set's files.")
+@click.option("--download", is_flag=True, help="Fetch the data set into --data if it is not there.")
+@click.option("--epochs", type=click.IntRange(min=1), help="Train this many epochs instead of the scheme's.")
+@click.option(
+    "--device", default="auto", show_default=True, help="cpu, cuda, cuda:N, or auto (CUDA when present)."
+)
+@click.option("--out", type=click.Path(file_okay=False), help="Run folder (default: runs/SCHEME).")
+@click.option("--resume", is_flag=True, help="Continue the run in --out from its last checkpoint.")
+def run(
+    scheme_file: str,
+    net: str | None,
+    scheme_name: str | None,
+    data_root: str | None,
+    download: bool,
+    epochs: int | None,
+    device: str,
+    out: str | None,
+    resume: bool,
+) -> None:
+    """Train, attack and certify a network with a training scheme."""
+    from .display import RunDisplay
+    from .run import RunError, execute, plan_run, summary_text
+
+    try:
+        plan = plan_run(scheme_file, scheme_name, net)
+        folder = Path(out or Path("runs") / plan.scheme.node.name)
+        summary = execute(
+            plan,
+            folder,
+            epochs=epochs,
+            data_root=data_root,
+            download=download,
+            device=_device(device),
+            resume=resume,
+            display=RunDisplay(),
+        )
+    except UsageError as exc:
+        _fail_usage(str(exc))
+    except RunError as exc:
+        for d in exc.diagnostics:
+            click.echo(render.as_text(d, _index_of(d)), err=True)
+        click.echo(f"daic: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    click.echo(summary_text(summary))
+    click.echo(f"run folder: {folder}", err=True)
+
+
+def _device(name: str) -> str:
+    import torch
+
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        _fail_usage(f"--device {name}: no CUDA device is available")
+    try:
+        torch.device(name)
+    except RuntimeError:
+        _fail_usage(f"--device {name!r} is not a device (cpu, cuda, cuda:N)")
+    return name
+
+
+def _index_of(d: D.Diagnostic):
+    from daic.dsl.source import LineIndex
+
+    try:
+        return LineIndex(Path(d.path).read_text(encoding="utf-8")) if d.path else None
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+@main.command()
+@click.argument("name", required=False)
+def doc(name: str | None) -> None:
+    """Document a constructor (or list them all by category)."""
+    from .constructors import REGISTRY
+    from .docs import describe, overview
+
+    if name is None:
+        click.echo(overview(REGISTRY))
+        return
+    decls = REGISTRY.lookup(name)
+    if not decls:
+        hint = did_you_mean(name, REGISTRY.names())
+        _fail_usage(f"no constructor {name!r}" + (f"; {hint}" if hint else "; `daic doc` lists them"))
+    click.echo("\n\n".join(describe(d) for d in decls))
 
 
 @main.command()

@@ -22,8 +22,20 @@ INPUT_SHAPE = Param(
 
 
 def _layer(
-    name, doc, target, *params, category="layer", aliases=(), shape=shapes.same, count=None, neurons=False
+    name,
+    doc,
+    target,
+    *params,
+    category="layer",
+    aliases=(),
+    shape=shapes.same,
+    count=None,
+    neurons=False,
+    inputs=None,
 ):
+    # `inputs`: what the lowering passes besides the written parameters, from the inferred input shape and
+    # whether an affine layer came before (see shapes.py).
+    facts = {"neurons": neurons, "inputs": inputs}
     return Constructor(
         name,
         category,
@@ -32,15 +44,23 @@ def _layer(
         doc,
         target and RT + target,
         aliases,
-        facts={"neurons": neurons},
+        facts=facts,
         shape=shape,
         count_params=count,
     )
 
 
-def _abstract(name, doc, target, *params, aliases=(), shape=shapes.same):
+def _abstract(name, doc, target, *params, aliases=(), shape=shapes.same, inputs=None):
     return _layer(
-        name, doc, target, *params, ONLY_TRAIN, category="abstract layer", aliases=aliases, shape=shape
+        name,
+        doc,
+        target,
+        *params,
+        ONLY_TRAIN,
+        category="abstract layer",
+        aliases=aliases,
+        shape=shape,
+        inputs=inputs,
     )
 
 
@@ -65,6 +85,7 @@ DECLARATIONS = [
         Param("bias", BOOL, True, "Whether the layer adds a bias."),
         shape=shapes.conv2d,
         count=shapes.conv2d_params,
+        inputs=shapes.conv2d_inputs,
     ),
     _layer(
         "Linear",
@@ -74,6 +95,7 @@ DECLARATIONS = [
         Param("bias", BOOL, True, "Whether the layer adds a bias."),
         shape=shapes.linear,
         count=shapes.linear_params,
+        inputs=shapes.linear_inputs,
     ),
     _layer(
         "ReLU",
@@ -188,6 +210,7 @@ DECLARATIONS = [
         Param("kernel_size", SIZE, doc="Window [w, h].", low=1),
         Param("stride", OneOf(INT, ListOf(INT)), None, "Stride s; the kernel size when not given.", low=1),
         shape=shapes.corr_max_pool,
+        inputs=shapes.first_layer_input,
     ),
     _abstract(
         "CorrMaxPool3D",
@@ -196,6 +219,7 @@ DECLARATIONS = [
         Param("kernel_size", ListOf(INT), doc="Window [c, w, h].", low=1),
         Param("stride", OneOf(INT, ListOf(INT)), None, "Stride s; the kernel size when not given.", low=1),
         shape=shapes.corr_max_pool,
+        inputs=shapes.first_layer_input,
     ),
     _abstract(
         "Concretize",

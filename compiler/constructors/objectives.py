@@ -85,14 +85,23 @@ DECLARATIONS = [
         "schedule",
         SCHEDULE,
         (
-            Param("epoch", FLOAT, doc="When to switch.", low=0),
+            Param("epoch", FLOAT, doc="When to switch.", low=0, lower_as="m"),
             Param("first", SCHEDULE, doc="The schedule before `epoch`."),
-            Param("then", SCHEDULE, doc="The schedule after `epoch`, given the time minus `epoch`."),
+            Param(
+                "then",
+                SCHEDULE,
+                doc="The schedule after `epoch`, given the time minus `epoch`.",
+                lower_as="second",
+            ),
         ),
         "first until `epoch` epochs have passed, then `then` on the time since (Section 4.1).",
         RT_SCHEDULES + "Until",
     ),
-    Constructor(
-        "relu", "activation", ACTIVATION, (), "The activation max(x, 0).", "daic.runtime.layers:relu"
+    *(
+        Constructor(name, "activation", ACTIVATION, (), doc, "daic.runtime.layers.deep_loss:" + name)
+        for name, doc in (
+            ("relu", "max(x, 0): the f of DeepLoss in the paper's experiments."),
+            ("softplus", "log(1 + exp(x)), a smooth positive activation."),
+        )
     ),
 ]

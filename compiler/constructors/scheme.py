@@ -37,7 +37,7 @@ SCHEME_DECL = Constructor(
         Param("seed", INT, 0, "Seed of every random number generator.", low=0),
     ),
     "A training scheme: what to train, on what, how long, and what to measure.",
-    "daic.runtime.training:Scheme",
+    "daic.runtime.scheme:Scheme",
 )
 
 DECLARATIONS = [SCHEME_DECL]

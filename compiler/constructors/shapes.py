@@ -90,3 +90,20 @@ def corr_max_pool(shape: Shape, args: Mapping[str, object]) -> Shape:
     else:
         _window(shape, {"kernel_size": kernel, "stride": args.get("stride")}, "CorrMaxPool2D")
     return shape
+
+
+# What the lowering passes to runtime layers beyond the written parameters: (input shape, whether the layer
+# comes before every affine layer) -> keyword arguments.
+
+
+def conv2d_inputs(shape: Shape, first: bool) -> dict[str, object]:
+    return {"in_channels": shape[0]}
+
+
+def linear_inputs(shape: Shape, first: bool) -> dict[str, object]:
+    return {"in_features": math.prod(shape)}
+
+
+def first_layer_input(shape: Shape, first: bool) -> dict[str, object]:
+    # CorrelateMaxPool pools h_C before the first layer (where h_B is flat) and h_B after it (Section 3.1).
+    return {"first_layer": first}

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..registry import Constructor, Param
 from ..types import BOOL, DOMAIN, FLOAT, INT, LR_SCHEDULE, OPTIMIZER, TEST, ListOf
 
-RT = "daic.runtime.training:"
+RT = "daic.runtime.optim:"
 RT_EVAL = "daic.runtime.evaluate:"
 
 DECLARATIONS = [

@@ -1,0 +1,71 @@
+"""daic.runtime: a plain PyTorch library that runs networks concretely and abstractly (Box, hybrid zonotope).
+
+It imports nothing else of daic. A network is built from the layer classes (ordinary ``nn.Module``s, so the
+concrete network trains and exports like any PyTorch model); ``net.abstract(value, ctx)`` runs it on a
+`Box` or `HybridZonotope` under an `AbstractContext`.
+"""
+
+from .context import AbstractContext
+from .domains import Box, HybridZonotope, Value, add_values, cat_values, lower_upper
+from .init import ibp_init_
+from .layers import (
+    AbstractLayer,
+    AbstractMixin,
+    AvgPool2D,
+    Concat,
+    Concretize,
+    Conv2D,
+    CorrelateAll,
+    CorrelateFixed,
+    CorrelateMax,
+    CorrelateMaxPool,
+    DecorrelateAll,
+    DecorrelateMin,
+    DeepLoss,
+    Flatten,
+    Linear,
+    MaxPool2D,
+    Normalize,
+    ReLU,
+    Residual,
+    Sequential,
+    deep_loss,
+)
+from .schedules import Const, Lin, Schedule, Until, as_schedule
+
+__all__ = [
+    "AbstractContext",
+    "AbstractLayer",
+    "AbstractMixin",
+    "AvgPool2D",
+    "Box",
+    "Concat",
+    "Concretize",
+    "Const",
+    "Conv2D",
+    "CorrelateAll",
+    "CorrelateFixed",
+    "CorrelateMax",
+    "CorrelateMaxPool",
+    "DecorrelateAll",
+    "DecorrelateMin",
+    "DeepLoss",
+    "Flatten",
+    "HybridZonotope",
+    "Lin",
+    "Linear",
+    "MaxPool2D",
+    "Normalize",
+    "ReLU",
+    "Residual",
+    "Schedule",
+    "Sequential",
+    "Until",
+    "Value",
+    "add_values",
+    "as_schedule",
+    "cat_values",
+    "deep_loss",
+    "ibp_init_",
+    "lower_upper",
+]

@@ -1,0 +1,30 @@
+"""Checkpoints written atomically: to a temporary file beside the target, then renamed over it, so an
+interrupted run never leaves half a checkpoint."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+
+def save_atomic(state: dict[str, Any], path: str | Path) -> None:
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            torch.save(state, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def load(path: str | Path, device: str | torch.device = "cpu") -> dict[str, Any]:
+    return torch.load(Path(path), map_location=device, weights_only=False)

@@ -1,0 +1,275 @@
+"""Data sets, held in memory as tensors, and augmentations applied to whole batches at once.
+
+`Digits` (scikit-learn's bundled handwritten digits) needs no download and is the default. The others are
+read with torchvision from a folder (`root`), in their usual on-disk formats, and fetched only when asked
+(`download=True`). Every image is scaled to [0, 1], the value range the goals clip the input box to.
+Reading whole data sets into tensors keeps batching and augmentation vectorised (no per-image Python).
+"""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+
+class DataError(Exception):
+    """A data set that cannot be loaded, with a message that says what to do."""
+
+
+@dataclass
+class TensorData:
+    train_x: Tensor  # float32 in [0, 1], (N, C, H, W)
+    train_y: Tensor  # int64, (N,)
+    test_x: Tensor
+    test_y: Tensor
+    classes: int
+    value_range: tuple[float, float] = (0.0, 1.0)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.train_x.shape[1:])
+
+
+# --- augmentations --------------------------------------------------------------------------------------
+
+
+class RandomCrop:
+    """Zero-pads by `padding` and crops a random `size` x `size` window, per image."""
+
+    def __init__(self, size: int, padding: int = 4) -> None:
+        self.size, self.padding = int(size), int(padding)
+
+    def __call__(self, x: Tensor, generator: torch.Generator) -> Tensor:
+        n, c, h, w = x.shape
+        p, s = self.padding, self.size
+        padded = F.pad(x, (p, p, p, p))
+        top = torch.randint(0, h + 2 * p - s + 1, (n,), generator=generator).to(x.device)
+        left = torch.randint(0, w + 2 * p - s + 1, (n,), generator=generator).to(x.device)
+        rows = top[:, None] + torch.arange(s, device=x.device)
+        cols = left[:, None] + torch.arange(s, device=x.device)
+        by_rows = padded.gather(2, rows[:, None, :, None].expand(n, c, s, w + 2 * p))
+        return by_rows.gather(3, cols[:, None, None, :].expand(n, c, s, s))
+
+    def __repr__(self) -> str:
+        return f"RandomCrop({self.size}, padding={self.padding})"
+
+
+class HorizontalFlip:
+    """Flips each image left to right with probability 1/2."""
+
+    def __call__(self, x: Tensor, generator: torch.Generator) -> Tensor:
+        flip = (torch.rand(x.shape[0], generator=generator) < 0.5).to(x.device)
+        return torch.where(flip[:, None, None, None], x.flip(3), x)
+
+    def __repr__(self) -> str:
+        return "HorizontalFlip"
+
+
+def augment(x: Tensor, transforms: Sequence, generator: torch.Generator) -> Tensor:
+    for transform in transforms:
+        x = transform(x, generator)
+    return x
+
+
+# --- data sets ------------------------------------------------------------------------------------------
+
+
+class Dataset:
+    """A data set as a scheme names it; `load` reads it."""
+
+    name = ""
+    classes = 10
+
+    def __init__(self, augment: Sequence = (), root: str | None = None, subset: int | None = None) -> None:
+        self.augment = list(augment)
+        self.root = root
+        self.subset = subset
+
+    def load(self, root: str | None = None, download: bool = False) -> TensorData:
+        data = self._read(root or self.root, download)
+        if self.subset:
+            n_test = max(1, self.subset // 5)
+            data = TensorData(
+                data.train_x[: self.subset],
+                data.train_y[: self.subset],
+                data.test_x[:n_test],
+                data.test_y[:n_test],
+                data.classes,
+            )
+        return data
+
+    def _read(self, root: str | None, download: bool) -> TensorData:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{self.name}(augment={self.augment}, subset={self.subset})"
+
+
+class Digits(Dataset):
+    """scikit-learn's digits: 1,797 8x8 images (values 0-16, scaled to [0, 1]); a fixed split of 1,437
+    training and 360 test images (shuffled with seed 0, the same on every machine)."""
+
+    name = "Digits"
+
+    def __init__(self, augment: Sequence = (), subset: int | None = None) -> None:
+        super().__init__(augment, None, subset)
+
+    def _read(self, root: str | None, download: bool) -> TensorData:
+        from sklearn.datasets import load_digits
+
+        bunch = load_digits()
+        images = torch.tensor(bunch.images, dtype=torch.float32)[:, None] / 16.0
+        labels = torch.tensor(bunch.target, dtype=torch.int64)
+        order = torch.randperm(len(labels), generator=torch.Generator().manual_seed(0))
+        images, labels = images[order], labels[order]
+        return TensorData(images[360:], labels[360:], images[:360], labels[:360], 10)
+
+
+def _folder(root: str | None, name: str) -> Path:
+    if root is None:
+        raise DataError(f"{name} is read from a folder: pass --data DIR (and --download to fetch it there)")
+    path = Path(root).expanduser()
+    if not path.is_dir():
+        raise DataError(f"{name}: the data folder {path} does not exist")
+    return path
+
+
+def _to_images(array, layout: str) -> Tensor:
+    """uint8 images to float32 (N, C, H, W) in [0, 1]."""
+    tensor = torch.as_tensor(np.asarray(array))
+    if layout == "NHW":
+        tensor = tensor[:, None]
+    elif layout == "NHWC":
+        tensor = tensor.permute(0, 3, 1, 2)
+    return tensor.contiguous().to(torch.float32) / 255.0
+
+
+def _unpack_gz(folder: Path) -> None:
+    """MNIST-style folders often hold only the .gz files; torchvision reads the unpacked ones."""
+    if not folder.is_dir():
+        return
+    for packed in folder.glob("*-ubyte.gz"):
+        target = packed.with_suffix("")
+        if not target.exists():
+            with gzip.open(packed, "rb") as src, open(target, "wb") as dst:
+                shutil.copyfileobj(src, dst)
+
+
+def _missing(name: str, folder: Path, expected: str, exc: Exception) -> DataError:
+    return DataError(
+        f"{name}: no usable data under {folder} ({exc}); expected {expected}; "
+        "put the files there or pass --download where a network is available"
+    )
+
+
+class _MnistLike(Dataset):
+    classes = 10
+
+    def _read(self, root: str | None, download: bool) -> TensorData:
+        from torchvision import datasets
+
+        folder = _folder(root, self.name)
+        _unpack_gz(folder / self.name / "raw")
+        cls = getattr(datasets, self.name)
+        try:
+            train = cls(str(folder), train=True, download=download)
+            test = cls(str(folder), train=False, download=download)
+        except (RuntimeError, OSError, ValueError) as exc:
+            raise _missing(
+                self.name,
+                folder,
+                f"{self.name}/raw/{{train,t10k}}-{{images-idx3,labels-idx1}}-ubyte[.gz]",
+                exc,
+            ) from None
+        return TensorData(
+            _to_images(train.data, "NHW"),
+            train.targets.long(),
+            _to_images(test.data, "NHW"),
+            test.targets.long(),
+            self.classes,
+        )
+
+
+class MNIST(_MnistLike):
+    name = "MNIST"
+
+
+class FashionMNIST(_MnistLike):
+    name = "FashionMNIST"
+
+
+class _Cifar(Dataset):
+    folder_name = ""
+
+    def _read(self, root: str | None, download: bool) -> TensorData:
+        from torchvision import datasets
+
+        folder = _folder(root, self.name)
+        cls = getattr(datasets, self.name)
+        try:
+            train = cls(str(folder), train=True, download=download)
+            test = cls(str(folder), train=False, download=download)
+        except (RuntimeError, OSError, ValueError) as exc:
+            raise _missing(
+                self.name, folder, f"{self.folder_name}/ as unpacked from the python tarball", exc
+            ) from None
+        return TensorData(
+            _to_images(train.data, "NHWC"),
+            torch.tensor(train.targets),
+            _to_images(test.data, "NHWC"),
+            torch.tensor(test.targets),
+            self.classes,
+        )
+
+
+class CIFAR10(_Cifar):
+    name, folder_name, classes = "CIFAR10", "cifar-10-batches-py", 10
+
+
+class CIFAR100(_Cifar):
+    name, folder_name, classes = "CIFAR100", "cifar-100-python", 100
+
+
+class SVHN(Dataset):
+    name = "SVHN"
+
+    def _read(self, root: str | None, download: bool) -> TensorData:
+        from torchvision import datasets
+
+        folder = _folder(root, self.name)
+        try:
+            train = datasets.SVHN(str(folder), split="train", download=download)
+            test = datasets.SVHN(str(folder), split="test", download=download)
+        except (RuntimeError, OSError, ValueError) as exc:
+            raise _missing(self.name, folder, "train_32x32.mat and test_32x32.mat", exc) from None
+        return TensorData(
+            _to_images(train.data, "NCHW"),
+            torch.as_tensor(train.labels),
+            _to_images(test.data, "NCHW"),
+            torch.as_tensor(test.labels),
+            10,
+        )
+
+
+# --- batches --------------------------------------------------------------------------------------------
+
+
+def batches(
+    x: Tensor, y: Tensor, size: int, generator: torch.Generator | None = None, indices: Tensor | None = None
+) -> Iterator[tuple[Tensor, Tensor]]:
+    """Batches of (x, y) in a shuffled order (when a generator is given) or in order."""
+    n = len(y) if indices is None else len(indices)
+    order = torch.randperm(n, generator=generator) if generator is not None else torch.arange(n)
+    if indices is not None:
+        order = indices[order]
+    for start in range(0, n, size):
+        pick = order[start : start + size]
+        yield x[pick], y[pick]

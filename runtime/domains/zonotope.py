@@ -1,0 +1,317 @@
+"""The hybrid zonotope domain (paper Section 2) with correlated terms batched for conv and linear layers.
+
+A hybrid zonotope over a batch of ``B`` samples with feature shape ``F`` holds
+
+- ``head``   ``(B, *F)``      the center h_C,
+- ``beta``   ``(B, *F)``      the uncorrelated coefficient h_B >= 0,
+- ``errors`` ``(m, B, *F)``   the correlated coefficients h_E, term-major, so that an affine layer runs all
+  ``m`` terms at once on the folded batch ``(m * B, *F)``; ``m`` may be 0,
+- ``ids``    ``(m, B)``       int64 identity of each term slot per sample (see `term_ids`).
+
+Terms just made by a correlation layer have one nonzero coefficient each. They are kept lazily as
+``onehot = (positions, values)``, both ``(k, B)`` (flat neuron index and coefficient per sample), after the
+dense ones: the interval concretization, Flatten and Linear use them without materialising ``k * B * p``
+zeros (a Linear layer gathers ``k`` columns of its weight instead of multiplying by ``k`` dense maps); any
+other use of ``errors`` materialises them once.
+
+Each sample is its own zonotope: sample ``s`` denotes
+``{head[s] + beta[s] * b + sum_j errors[j, s] * e_j | b in [-1, 1]^F, e in [-1, 1]^m}``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+from torch import Tensor
+
+from .box import Box
+from .fused import abs_sum_terms, split_terms
+from .term_ids import empty_ids, fresh_ids, union_layout
+
+
+class HybridZonotope:
+    __slots__ = ("_dense", "_onehot", "beta", "head", "ids")
+
+    def __init__(
+        self,
+        head: Tensor,
+        beta: Tensor | None = None,
+        errors: Tensor | None = None,
+        ids: Tensor | None = None,
+        *,
+        onehot: tuple[Tensor, Tensor] | None = None,
+    ) -> None:
+        """``errors`` are the dense terms; ``onehot`` optional lazy one-hot terms after them; ``ids``
+        (fresh when omitted) covers both."""
+        if beta is None:
+            beta = torch.zeros_like(head)
+        if beta.shape != head.shape:
+            raise ValueError(f"HybridZonotope: beta {tuple(beta.shape)} != head {tuple(head.shape)}")
+        if errors is None:
+            errors = head.new_zeros((0, *head.shape))
+        if errors.shape[1:] != head.shape:
+            raise ValueError(
+                f"HybridZonotope: errors {tuple(errors.shape)} must be (m, *{tuple(head.shape)})"
+            )
+        m = errors.shape[0]
+        if onehot is not None:
+            if onehot[0].shape != onehot[1].shape or onehot[0].shape[1:] != head.shape[:1]:
+                raise ValueError("HybridZonotope: onehot positions and values must both be (k, B)")
+            m += onehot[0].shape[0]
+        if ids is None:
+            ids = fresh_ids(m, head.shape[0], head.device) if m else empty_ids(head.shape[0], head.device)
+        if ids.shape != (m, head.shape[0]):
+            raise ValueError(f"HybridZonotope: ids {tuple(ids.shape)} must be {(m, head.shape[0])}")
+        self.head = head
+        self.beta = beta
+        self._dense = errors
+        self._onehot = onehot
+        self.ids = ids
+
+    # ----------------------------------------------------------------------------------------------
+    # construction
+
+    @classmethod
+    def from_box(cls, box: Box) -> HybridZonotope:
+        """The box as a hybrid zonotope with no correlated terms (paper Section 2)."""
+        return cls(box.center, box.radius)
+
+    @classmethod
+    def from_bounds(cls, lower: Tensor, upper: Tensor) -> HybridZonotope:
+        return cls((upper + lower) / 2, (upper - lower) / 2)
+
+    @classmethod
+    def exact_from_bounds(cls, lower: Tensor, upper: Tensor) -> HybridZonotope:
+        """The box with one correlated term per input dimension and ``beta = 0`` (for HBox certification).
+
+        It denotes the same set as `from_bounds`, but every later transformer keeps the input dimensions
+        correlated. It has ``m = numel`` terms, so it is meant for small inputs or for certification.
+        """
+        box = cls.from_bounds(lower, upper)
+        n = box.numel
+        positions = torch.arange(n, device=lower.device)[:, None].expand(n, box.batch)
+        return box.correlate(positions)
+
+    def replace(
+        self, head: Tensor, beta: Tensor, errors: Tensor, onehot: tuple[Tensor, Tensor] | None = None
+    ) -> HybridZonotope:
+        """A value with the same term slots (and therefore the same ids) as this one.
+
+        ``errors`` holds all ``m`` terms, or, with ``onehot``, the dense ones before the one-hot ones.
+        """
+        return HybridZonotope(head, beta, errors, self.ids, onehot=onehot)
+
+    # ----------------------------------------------------------------------------------------------
+    # correlated terms
+
+    @property
+    def errors(self) -> Tensor:
+        """All ``m`` correlated terms, dense ``(m, B, *F)`` (materialises pending one-hot terms once)."""
+        if self._onehot is not None:
+            self._dense = torch.cat([self._dense, self._onehot_terms()], dim=0)
+            self._onehot = None
+        return self._dense
+
+    @property
+    def dense_errors(self) -> Tensor:
+        """The dense terms only (the first ``m - k`` slots); see `onehot`."""
+        return self._dense
+
+    @property
+    def onehot(self) -> tuple[Tensor, Tensor] | None:
+        """Pending one-hot terms ``(positions, values)``, each ``(k, B)``, in the last ``k`` slots."""
+        return self._onehot
+
+    def _onehot_terms(self) -> Tensor:
+        assert self._onehot is not None
+        positions, values = self._onehot
+        k, b, n = positions.shape[0], self.batch, self.numel
+        term_idx = torch.arange(k, device=self.device)[:, None].expand(k, b)
+        batch_idx = torch.arange(b, device=self.device)[None, :].expand(k, b)
+        terms = values.new_zeros((k, b, n)).index_put((term_idx, batch_idx, positions), values)
+        return terms.reshape(k, *self.shape)
+
+    # ----------------------------------------------------------------------------------------------
+    # shape
+
+    @property
+    def m(self) -> int:
+        return self.ids.shape[0]
+
+    @property
+    def batch(self) -> int:
+        return self.head.shape[0]
+
+    @property
+    def shape(self) -> torch.Size:
+        return self.head.shape
+
+    @property
+    def numel(self) -> int:
+        """Neurons per sample."""
+        return self.head[0].numel()
+
+    @property
+    def device(self) -> torch.device:
+        return self.head.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.head.dtype
+
+    # ----------------------------------------------------------------------------------------------
+    # interval concretization
+
+    def total_error(self) -> Tensor:
+        """epsilon_H(h) = h_B + sum_j |h_E,j| per neuron."""
+        total = self.beta
+        if self._dense.shape[0]:
+            total = total + abs_sum_terms(self._dense)
+        if self._onehot is not None:
+            positions, values = self._onehot
+            flat = torch.zeros_like(total).reshape(self.batch, -1)
+            flat = flat.scatter_add(1, positions.T, values.abs().T)
+            total = total + flat.reshape(self.shape)
+        return total
+
+    def lower(self) -> Tensor:
+        return self.head - self.total_error()
+
+    def upper(self) -> Tensor:
+        return self.head + self.total_error()
+
+    def bounds(self) -> tuple[Tensor, Tensor]:
+        err = self.total_error()
+        return self.head - err, self.head + err
+
+    def to_box(self) -> Box:
+        return Box(self.head, self.total_error())
+
+    # ----------------------------------------------------------------------------------------------
+    # layer helpers
+
+    def map_errors(self, fn: Callable[[Tensor], Tensor], out_shape: torch.Size) -> Tensor:
+        """Applies a batched map to all terms at once by folding the term axis into the batch.
+
+        ``out_shape`` is the ``(B, *F')`` shape the map gives for the head; it fixes the result's shape
+        when ``m = 0`` (the map is then not called).
+        """
+        m, b = self.m, self.batch
+        if m == 0:
+            return self.errors.new_zeros((0, *out_shape))
+        out = fn(self.errors.reshape(m * b, *self.errors.shape[2:]))
+        return out.reshape(m, b, *out.shape[1:])
+
+    # ----------------------------------------------------------------------------------------------
+    # correlation and decorrelation (paper Section 3)
+
+    def correlate(self, positions: Tensor, live: Tensor | None = None) -> HybridZonotope:
+        """Moves ``beta`` at the given neurons into ``k`` new correlated terms.
+
+        ``positions`` is ``(k, B)``: flat neuron indices per sample, ascending, so that new term ``t``
+        belongs to the neuron ``i`` with ``t = |P_<i|`` (the paper's ordering). ``live`` (``(k, B)`` bool)
+        marks slots that must stay empty (duplicates); their positions must repeat a live position.
+        The concretization is unchanged: each moved coefficient is ``|beta_i| = beta_i``.
+        """
+        k, b, n = positions.shape[0], self.batch, self.numel
+        if k == 0:
+            return self
+        if positions.dtype != torch.int64:
+            raise TypeError("correlate: positions must be int64")
+        flat_beta = self.beta.reshape(b, n)
+        moved = flat_beta.gather(1, positions.T).T  # (k, B)
+        if live is not None:
+            moved = moved * live.to(moved.dtype)
+        beta = flat_beta.scatter(1, positions.T, 0.0).reshape(self.shape)
+        ids = torch.cat([self.ids, fresh_ids(k, b, self.device)], dim=0)
+        if self._onehot is not None:
+            positions = torch.cat([self._onehot[0], positions], dim=0)
+            moved = torch.cat([self._onehot[1], moved], dim=0)
+        return HybridZonotope(self.head, beta, self._dense, ids, onehot=(positions, moved))
+
+    def concretize(self) -> HybridZonotope:
+        """DecorrelateAll: every correlated term is folded into ``beta``; ``m`` becomes 0."""
+        return HybridZonotope(self.head, self.total_error())
+
+    def decorrelate_min(self, keep: int) -> HybridZonotope:
+        """Keeps, per sample, the ``keep`` terms with the largest sum of |coefficients| over all neurons,
+        in their original order; the others are added (as absolute values) to ``beta``.
+
+        This is the paper's DecorrelateMin (remove the ``m - keep`` smallest), applied to each sample's
+        zonotope separately; ties are broken by ``topk``, which is sound either way.
+        """
+        m, b = self.m, self.batch
+        keep = max(0, min(keep, m))
+        if keep == m:
+            return self
+        if keep == 0:
+            return self.concretize()
+        with torch.no_grad():  # the choice of terms is not differentiated
+            score = self.errors.abs().reshape(m, b, -1).sum(2)  # (m, B)
+            kept = score.topk(keep, dim=0).indices.sort(dim=0).values  # (keep, B), original order
+            batch_idx = torch.arange(b, device=self.device)[None, :].expand(keep, b)
+            removed = torch.ones((m, b), dtype=self.dtype, device=self.device)
+            removed = removed.index_put(
+                (kept, batch_idx), torch.zeros((), dtype=self.dtype, device=self.device)
+            )
+        errors, removed_sum = split_terms(self.errors, kept, removed)
+        return HybridZonotope(self.head, self.beta + removed_sum, errors, self.ids[kept, batch_idx])
+
+    # ----------------------------------------------------------------------------------------------
+    # branches: sums and concatenations align terms by id
+
+    def __add__(self, other: HybridZonotope) -> HybridZonotope:
+        if not isinstance(other, HybridZonotope):
+            return NotImplemented
+        if self.shape != other.shape:
+            raise ValueError(f"cannot add hybrid zonotopes of shapes {self.shape} and {other.shape}")
+        head = self.head + other.head
+        beta = self.beta + other.beta
+        if self.ids is other.ids:
+            # Same slots by construction (both branches kept their input's terms): add position-wise.
+            return HybridZonotope(head, beta, self.errors + other.errors, self.ids)
+        if other.m == 0:
+            return HybridZonotope(head, beta, self.errors, self.ids)
+        if self.m == 0:
+            return HybridZonotope(head, beta, other.errors, other.ids)
+        dest, ids = union_layout(self.ids, other.ids)
+        errors = torch.cat([self.errors, self.errors.new_zeros(other.errors.shape)], dim=0)
+        errors = errors.index_put((dest, _batch_index(dest)), other.errors, accumulate=True)
+        return HybridZonotope(head, beta, errors, ids)
+
+    @staticmethod
+    def cat(values: Sequence[HybridZonotope], dim: int = 1) -> HybridZonotope:
+        """Concatenates along feature dimension ``dim`` (batch is dimension 0, as for tensors)."""
+        if dim < 0:
+            dim += values[0].head.dim()
+        if dim <= 0:
+            raise ValueError("HybridZonotope.cat: dim must be a feature dimension (>= 1)")
+        acc_ids, acc_errors = values[0].ids, [values[0].errors]
+        for v in values[1:]:
+            if v.ids is acc_ids:
+                acc_errors.append(v.errors)
+                continue
+            dest, ids = union_layout(acc_ids, v.ids)
+            grow = ids.shape[0] - acc_ids.shape[0]
+            acc_errors = [torch.cat([e, e.new_zeros((grow, *e.shape[1:]))], dim=0) for e in acc_errors]
+            placed = v.errors.new_zeros((ids.shape[0], *v.errors.shape[1:]))
+            placed = placed.index_put((dest, _batch_index(dest)), v.errors, accumulate=True)
+            acc_errors.append(placed)
+            acc_ids = ids
+        return HybridZonotope(
+            torch.cat([v.head for v in values], dim),
+            torch.cat([v.beta for v in values], dim),
+            torch.cat(acc_errors, dim + 1),
+            acc_ids,
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"HybridZonotope(shape={tuple(self.shape)}, m={self.m}, dtype={self.dtype}, device={self.device})"
+        )
+
+
+def _batch_index(dest: Tensor) -> Tensor:
+    """The sample index matching ``dest`` (``(k, B)``) for advanced indexing of ``(k, B, ...)`` tensors."""
+    return torch.arange(dest.shape[1], device=dest.device)[None, :].expand_as(dest)

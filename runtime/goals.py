@@ -1,0 +1,197 @@
+"""Training goals (Table 2, Section 4.2): each is an abstraction function and a loss.
+
+A goal turns the input box [l, u] of a batch into weighted *parts*: a point (trained with cross-entropy on
+the network's output) or a hybrid zonotope (trained with cross-entropy on the worst-case logits). `Mix` is
+the Cartesian product, so each of its parts is propagated once; `Sub`, `Sample` and `BiSample` change the
+box before handing it to the goal they wrap. Every float parameter may be a schedule of the training time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from .attacks import ifgsm
+from .domains import HybridZonotope
+from .schedules import ScheduleLike, as_schedule
+
+Element = Tensor | HybridZonotope
+
+
+@dataclass
+class GoalEnv:
+    """What a goal may use besides the box: the network (for attacks), the targets, the training time
+    and the generator of all its randomness."""
+
+    model: nn.Module
+    target: Tensor
+    t: float
+    generator: torch.Generator
+
+
+@dataclass
+class Part:
+    value: Element
+    weight: float
+
+
+def _noise(like: Tensor, env: GoalEnv, kind: str) -> Tensor:
+    shape = like.shape
+    if kind == "normal":
+        sample = torch.randn(shape, generator=env.generator, dtype=like.dtype)
+    else:
+        sample = torch.rand(shape, generator=env.generator, dtype=like.dtype) * 2 - 1
+    return sample.to(like.device)
+
+
+class Goal:
+    def alpha(self, lower: Tensor, upper: Tensor, env: GoalEnv) -> Element:
+        """The abstract element this goal trains on, for the box [lower, upper]."""
+        raise NotImplementedError
+
+    def parts(self, lower: Tensor, upper: Tensor, env: GoalEnv) -> list[Part]:
+        return [Part(self.alpha(lower, upper, env), 1.0)]
+
+    def __repr__(self) -> str:
+        return type(self).__name__
+
+
+class Point(Goal):
+    """The centre of the box."""
+
+    def alpha(self, lower, upper, env):
+        return (lower + upper) / 2
+
+
+class Normal(Goal):
+    """A point drawn around the centre with the box's radius as standard deviation, clipped to the box.
+    (Table 2's formula is garbled in print; this is the prose's "sampled from the normal distribution around
+    the input box and clipped to that box".)"""
+
+    def alpha(self, lower, upper, env):
+        centre, radius = (lower + upper) / 2, (upper - lower) / 2
+        return torch.clamp(centre + radius * _noise(lower, env, "normal"), lower, upper)
+
+
+class Uniform(Goal):
+    """A point drawn uniformly from the box."""
+
+    def alpha(self, lower, upper, env):
+        centre, radius = (lower + upper) / 2, (upper - lower) / 2
+        return centre + radius * _noise(lower, env, "uniform")
+
+
+class IFGSM(Goal):
+    """The point that k iterations of FGSM find inside the box."""
+
+    def __init__(self, k: int) -> None:
+        self.k = int(k)
+
+    def alpha(self, lower, upper, env):
+        return ifgsm(env.model, lower, upper, env.target, self.k)
+
+    def __repr__(self) -> str:
+        return f"IFGSM({self.k})"
+
+
+class Box(Goal):
+    """The box itself, as a hybrid zonotope with no correlated terms (abstract layers may add some)."""
+
+    def alpha(self, lower, upper, env):
+        return HybridZonotope.from_bounds(lower, upper)
+
+
+class Mix(Goal):
+    """Both goals' abstractions; loss (1 - weight) * loss_g1 + weight * loss_g2."""
+
+    def __init__(self, g1: Goal, g2: Goal, weight: ScheduleLike) -> None:
+        self.g1, self.g2, self.weight = g1, g2, as_schedule(weight)
+
+    def alpha(self, lower, upper, env):
+        raise ValueError("Mix has two abstractions; it cannot stand inside Sub, Sample or BiSample")
+
+    def parts(self, lower, upper, env):
+        w = self.weight(env.t)
+        first = [Part(p.value, p.weight * (1 - w)) for p in self.g1.parts(lower, upper, env)]
+        second = [Part(p.value, p.weight * w) for p in self.g2.parts(lower, upper, env)]
+        return [p for p in first + second if p.weight != 0]
+
+    def __repr__(self) -> str:
+        return f"Mix({self.g1!r}, {self.g2!r}, {self.weight!r})"
+
+
+def _scaled(lower: Tensor, upper: Tensor, delta: float) -> tuple[Tensor, Tensor]:
+    """The box scaled by delta about its centre: l' = (u + l - delta (u - l)) / 2, u' likewise."""
+    centre, half = (lower + upper) / 2, (upper - lower) / 2 * delta
+    return centre - half, centre + half
+
+
+class Sub(Goal):
+    """g on the box scaled by delta about its centre."""
+
+    def __init__(self, delta: ScheduleLike, g: Goal) -> None:
+        self.delta, self.g = as_schedule(delta), g
+
+    def alpha(self, lower, upper, env):
+        return self.g.alpha(*_scaled(lower, upper, self.delta(env.t)), env)
+
+    def parts(self, lower, upper, env):
+        return self.g.parts(*_scaled(lower, upper, self.delta(env.t)), env)
+
+    def __repr__(self) -> str:
+        return f"Sub({self.delta!r}, {self.g!r})"
+
+
+def _centre(element: Element) -> Tensor:
+    return element.head if isinstance(element, HybridZonotope) else element
+
+
+def _upper(element: Element) -> Tensor:
+    return element.upper() if isinstance(element, HybridZonotope) else element
+
+
+class Sample(Goal):
+    """b = centre of g_s on the box scaled by 1 - r * delta; then g_t on the box of width delta * (u - l)
+    around b."""
+
+    def __init__(self, delta: ScheduleLike, r: ScheduleLike, g_s: Goal, g_t: Goal) -> None:
+        self.delta, self.r, self.g_s, self.g_t = as_schedule(delta), as_schedule(r), g_s, g_t
+
+    def _box(self, lower, upper, env):
+        delta, r = self.delta(env.t), self.r(env.t)
+        b = _centre(self.g_s.alpha(*_scaled(lower, upper, 1 - r * delta), env))
+        half = (upper - lower) * (0.5 * delta)
+        return b - half, b + half
+
+    def alpha(self, lower, upper, env):
+        return self.g_t.alpha(*self._box(lower, upper, env), env)
+
+    def parts(self, lower, upper, env):
+        return self.g_t.parts(*self._box(lower, upper, env), env)
+
+    def __repr__(self) -> str:
+        return f"Sample({self.delta!r}, {self.r!r}, {self.g_s!r}, {self.g_t!r})"
+
+
+class BiSample(Goal):
+    """g2 on the box centred on the input whose radius is how far g1's abstraction reaches:
+    l', u' = c -/+ |UB(alpha_g1(l, u)) - c| with c the centre."""
+
+    def __init__(self, g1: Goal, g2: Goal) -> None:
+        self.g1, self.g2 = g1, g2
+
+    def _box(self, lower, upper, env):
+        centre = (lower + upper) / 2
+        reach = (_upper(self.g1.alpha(lower, upper, env)) - centre).abs()
+        return centre - reach, centre + reach
+
+    def alpha(self, lower, upper, env):
+        return self.g2.alpha(*self._box(lower, upper, env), env)
+
+    def parts(self, lower, upper, env):
+        return self.g2.parts(*self._box(lower, upper, env), env)
+
+    def __repr__(self) -> str:
+        return f"BiSample({self.g1!r}, {self.g2!r})"

@@ -1,0 +1,75 @@
+"""Containers: Sequential, Residual (ParNet1/ParNet2/ParSum) and Concat (SkipNet1/SkipNet2/SkipCat)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+from torch import Tensor, nn
+
+from ..context import AbstractContext
+from ..domains import Value, add_values, cat_values
+from .base import AbstractMixin
+
+Branch = nn.Module | Iterable[nn.Module] | None
+
+
+class Sequential(AbstractMixin, nn.Sequential):
+    """Layers in order; ``abstract`` threads the value (and the context) through each of them."""
+
+    def abstract(self, x: Value, ctx: AbstractContext) -> Value:
+        for layer in self:
+            x = layer.abstract(x, ctx)
+        return x
+
+
+def as_branch(branch: Branch) -> Sequential:
+    """A branch as a `Sequential`; ``None`` or an empty list is the identity."""
+    if branch is None:
+        return Sequential()
+    if isinstance(branch, Sequential):
+        return branch
+    if isinstance(branch, nn.Module):
+        return Sequential(branch)
+    return Sequential(*branch)
+
+
+class Residual(AbstractMixin, nn.Module):
+    """``branch1(x) + branch2(x)``; an empty branch is the identity.
+
+    Abstractly the two branches' values are summed with their correlated terms matched by identity
+    (see `domains.term_ids`), so one branch may add terms (a correlation layer) while the other removes some
+    (a decorrelation layer).
+    """
+
+    def __init__(self, branch1: Branch = None, branch2: Branch = None) -> None:
+        super().__init__()
+        self.branch1 = as_branch(branch1)
+        self.branch2 = as_branch(branch2)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.branch1(x) + self.branch2(x)
+
+    def abstract(self, x: Value, ctx: AbstractContext) -> Value:
+        return add_values(self.branch1.abstract(x, ctx), self.branch2.abstract(x, ctx))
+
+
+class Concat(AbstractMixin, nn.Module):
+    """``cat([branch1(x), branch2(x)], dim)``; ``dim=1`` is the channel dimension in NCHW."""
+
+    def __init__(self, branch1: Branch = None, branch2: Branch = None, dim: int = 1) -> None:
+        super().__init__()
+        if dim == 0:
+            raise ValueError("Concat: dim 0 is the batch; concatenate along a feature dimension (>= 1)")
+        self.branch1 = as_branch(branch1)
+        self.branch2 = as_branch(branch2)
+        self.dim = dim
+
+    def forward(self, x: Tensor) -> Tensor:
+        return torch.cat([self.branch1(x), self.branch2(x)], self.dim)
+
+    def abstract(self, x: Value, ctx: AbstractContext) -> Value:
+        return cat_values([self.branch1.abstract(x, ctx), self.branch2.abstract(x, ctx)], self.dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"

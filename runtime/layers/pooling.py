@@ -1,0 +1,104 @@
+"""Pooling layers: AvgPool2D (affine) and MaxPool2D."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from ..context import AbstractContext
+from ..domains import Box, HybridZonotope
+from .affine import _pair, affine_box, affine_hz
+from .base import AbstractMixin
+
+
+class AvgPool2D(AbstractMixin, nn.AvgPool2d):
+    """Average pooling; by default stride = kernel and padding 1, as in the reference implementation.
+
+    Padded positions count as zeros in the average (``count_include_pad``), so the layer is one fixed
+    linear map with non-negative weights: exact on boxes and zonotopes, beta goes through the same map.
+    """
+
+    def __init__(
+        self,
+        kernel_size: int | Sequence[int],
+        stride: int | Sequence[int] | None = None,
+        padding: int | Sequence[int] = 1,
+    ) -> None:
+        kernel = _pair(kernel_size)
+        super().__init__(kernel, stride=kernel if stride is None else _pair(stride), padding=_pair(padding))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self._affine(x, True)
+
+    def _affine(self, x: Tensor, with_bias: bool) -> Tensor:
+        return F.avg_pool2d(x, self.kernel_size, self.stride, self.padding, count_include_pad=True)
+
+    def _abs(self, x: Tensor) -> Tensor:
+        return self._affine(x, False)
+
+    def abstract_box(self, x: Box, ctx: AbstractContext) -> Box:
+        return affine_box(x, self._affine, self._abs)
+
+    def abstract_hz(self, x: HybridZonotope, ctx: AbstractContext) -> HybridZonotope:
+        return affine_hz(x, self._affine, self._abs)
+
+
+class MaxPool2D(AbstractMixin, nn.MaxPool2d):
+    """Max pooling (stride defaults to the kernel size; padding counts as -inf, as in PyTorch).
+
+    Box: the max of the lower and of the upper bounds (exact, max is monotone). Hybrid zonotope: a window
+    whose element with the largest lower bound is at least every other element's upper bound *is* that
+    element, so the output copies its head, beta and correlated terms; any other window becomes the box
+    [max lower, max upper] with no correlated terms (sound, and exact per neuron).
+    """
+
+    def __init__(
+        self,
+        kernel_size: int | Sequence[int],
+        stride: int | Sequence[int] | None = None,
+        padding: int | Sequence[int] = 0,
+    ) -> None:
+        kernel = _pair(kernel_size)
+        super().__init__(kernel, stride=kernel if stride is None else _pair(stride), padding=_pair(padding))
+
+    def abstract_box(self, x: Box, ctx: AbstractContext) -> Box:
+        lower, upper = x.bounds()
+        return Box.from_bounds(self(lower), self(upper))
+
+    def abstract_hz(self, x: HybridZonotope, ctx: AbstractContext) -> HybridZonotope:
+        (kh, kw), (sh, sw), (ph, pw) = _pair(self.kernel_size), _pair(self.stride), _pair(self.padding)
+        b, c, h, w = x.shape
+        lower, upper = x.bounds()
+        out_h, out_w = (h + 2 * ph - kh) // sh + 1, (w + 2 * pw - kw) // sw + 1
+
+        def windows(v: Tensor) -> Tensor:  # (B, C, kh * kw, out_h * out_w)
+            padded = F.pad(v, (pw, pw, ph, ph), value=float("-inf"))
+            return F.unfold(padded, (kh, kw), stride=(sh, sw)).reshape(b, c, kh * kw, out_h * out_w)
+
+        lw, uw = windows(lower), windows(upper)
+        best_lower, arg = lw.max(dim=2)  # (B, C, L); a padded slot is never the argmax (its lower is -inf)
+        best_upper = uw.amax(dim=2)
+        others_upper = uw.scatter(2, arg.unsqueeze(2), float("-inf")).amax(dim=2)
+        exact = (best_lower >= others_upper).to(x.dtype)  # 0/1, blended by arithmetic (see relu)
+
+        # Flat input position of each window's argmax element.
+        win = torch.arange(out_h * out_w, device=x.device)
+        row = (win // out_w) * sh - ph + arg // kw
+        col = (win % out_w) * sw - pw + arg % kw
+        flat = row * w + col  # (B, C, L)
+
+        head = x.head.reshape(b, c, h * w).gather(2, flat)
+        beta = x.beta.reshape(b, c, h * w).gather(2, flat)
+        head = torch.lerp((best_upper + best_lower) / 2, head, exact)
+        beta = torch.lerp((best_upper - best_lower) / 2, beta, exact)
+        out_shape = (b, c, out_h, out_w)
+        if x.m:
+            m = x.m
+            errors = x.errors.reshape(m, b, c, h * w).gather(3, flat.expand(m, b, c, flat.shape[-1]))
+            errors = (errors * exact).reshape(m, *out_shape)
+        else:
+            errors = x.errors.new_zeros((0, *out_shape))
+        return x.replace(head.reshape(out_shape), beta.reshape(out_shape), errors)

@@ -1,0 +1,28 @@
+"""A training scheme as runtime objects: what the compiler lowers a `scheme { ... }` to."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from .data import Dataset
+from .evaluate import Accuracy, Test, Verify
+from .goals import Goal
+from .optim import SGD, Adam, Steps
+from .schedules import ScheduleLike
+
+
+@dataclass
+class Scheme:
+    data: Dataset
+    epsilon: ScheduleLike
+    goal: Goal
+    epochs: int
+    net: str | None = None
+    batch: int = 50
+    optimizer: SGD | Adam = field(default_factory=Adam)
+    lr: Steps | None = None
+    test: Sequence[Test] = field(default_factory=lambda: [Accuracy(), Verify()])
+    test_every: int = 1
+    relu: str = "hybrid"
+    seed: int = 0
