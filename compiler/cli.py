@@ -245,12 +245,109 @@ def run(
     except UsageError as exc:
         _fail_usage(str(exc))
     except RunError as exc:
-        for d in exc.diagnostics:
-            click.echo(render.as_text(d, _index_of(d)), err=True)
-        click.echo(f"daic: {exc}", err=True)
-        sys.exit(exc.exit_code)
+        _report_run_error(exc)
     click.echo(summary_text(summary))
     click.echo(f"run folder: {folder}", err=True)
+
+
+@main.command()
+@click.argument("net", metavar="NET.net", type=click.Path(dir_okay=False))
+@click.option("--weights", required=True, type=click.Path(dir_okay=False), help="A checkpoint of `daic run`.")
+@click.option(
+    "--eps", type=click.FloatRange(min=0, min_open=True), help="Radius (default: the run's epsilon)."
+)
+@click.option(
+    "--domain",
+    "domains",
+    multiple=True,
+    type=click.Choice(["box", "hbox"]),
+    default=("box", "hbox"),
+    show_default=True,
+    help="Verification domains (repeat for several).",
+)
+@click.option("--attack/--no-attack", default=True, show_default=True, help="Also measure MI-FGSM accuracy.")
+@click.option("--dataset", help="The data set (default: the one the checkpoint was trained on).")
+@click.option("--data", "data_root", type=click.Path(file_okay=False), help="Folder of the data set's files.")
+@click.option("--download", is_flag=True, help="Fetch the data set into --data if it is not there.")
+@click.option("--limit", type=click.IntRange(min=1), help="Only the first N test images.")
+@click.option("--device", default="auto", show_default=True, help="cpu, cuda, cuda:N, or auto.")
+def verify(
+    net: str,
+    weights: str,
+    eps: float | None,
+    domains: tuple[str, ...],
+    attack: bool,
+    dataset: str | None,
+    data_root: str | None,
+    download: bool,
+    limit: int | None,
+    device: str,
+) -> None:
+    """Certify a trained network on its test set and print the table."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from daic.runtime.data import DataError
+    from daic.runtime.evaluate import MIFGSM, Accuracy, BoxDomain, HBoxDomain, Verify, evaluate
+
+    from .run import RunError
+    from .weights import load_trained
+
+    try:
+        model, state, data_decl, _network = load_trained(net, weights, dataset)
+        epsilon = eps if eps is not None else state.get("epsilon")
+        if epsilon is None:
+            raise RunError("the checkpoint does not say its epsilon: pass --eps", exit_code=2)
+        from .lower import load_target
+
+        data = load_target(data_decl.target)().load(data_root, download)
+    except RunError as exc:
+        _report_run_error(exc)
+    except DataError as exc:
+        _fail(str(exc))
+    tests = [Accuracy()] + ([MIFGSM()] if attack else [])
+    tests += [Verify(BoxDomain() if d == "box" else HBoxDomain()) for d in dict.fromkeys(domains)]
+    x, y = (data.test_x[:limit], data.test_y[:limit]) if limit else (data.test_x, data.test_y)
+    model.to(_device(device))
+    results = evaluate(model, tests, x, y, epsilon, data.value_range, relu=state.get("relu", "hybrid"))
+    table = Table(title=f"{net} on {len(y):,} {data_decl.name} test images, eps = {epsilon:.6g}")
+    for column in results:
+        table.add_column(column + " %", justify="right")
+    table.add_row(*[f"{v:.2f}" for v in results.values()])
+    Console().print(table)
+
+
+@main.command()
+@click.argument("net", metavar="NET.net", type=click.Path(dir_okay=False))
+@click.option("--weights", required=True, type=click.Path(dir_okay=False), help="A checkpoint of `daic run`.")
+@click.option(
+    "--onnx", "onnx_path", required=True, type=click.Path(dir_okay=False), help="The ONNX file to write."
+)
+@click.option("--dataset", help="The data set whose input shape to use (default: the checkpoint's).")
+def export(net: str, weights: str, onnx_path: str, dataset: str | None) -> None:
+    """Write the trained concrete network as ONNX (checked, and compared with onnxruntime)."""
+    from .run import RunError
+    from .weights import export_onnx, load_trained
+
+    try:
+        model, _state, _decl, network = load_trained(net, weights, dataset)
+        difference = export_onnx(model, network.input_shape, Path(onnx_path))
+    except RunError as exc:
+        _report_run_error(exc)
+    message = f"wrote {onnx_path} (onnx checker passed"
+    message += f"; onnxruntime matches PyTorch within {difference:.2g})" if difference >= 0 else ")"
+    click.echo(message)
+
+
+def _fail(message: str, code: int = 1) -> None:
+    click.echo(f"daic: {message}", err=True)
+    sys.exit(code)
+
+
+def _report_run_error(exc) -> None:
+    for d in exc.diagnostics:
+        click.echo(render.as_text(d, _index_of(d)), err=True)
+    _fail(str(exc), exc.exit_code)
 
 
 def _device(name: str) -> str:
@@ -274,6 +371,15 @@ def _index_of(d: D.Diagnostic):
         return LineIndex(Path(d.path).read_text(encoding="utf-8")) if d.path else None
     except (OSError, UnicodeDecodeError):
         return None
+
+
+@main.command()
+@click.option("--tcp", metavar="HOST:PORT", help="Listen on a socket instead of stdin/stdout.")
+def lsp(tcp: str | None) -> None:
+    """Run the language server (for editors)."""
+    from .lsp.server import main as serve
+
+    serve(tcp)
 
 
 @main.command()

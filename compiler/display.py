@@ -7,7 +7,6 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-from rich.table import Table
 
 
 class RunDisplay:
@@ -16,6 +15,7 @@ class RunDisplay:
         self.progress_bar: Progress | None = None
         self.task = None
         self.columns: list[str] = []
+        self._header_shown = False
 
     def start(self, plan, scheme, data, start_epoch: int, history: list[dict]) -> None:
         c = self.console
@@ -32,18 +32,20 @@ class RunDisplay:
             self.epoch_done(row)
 
     def progress(self, epoch: int, epochs: int):
-        self._close()
-        self.progress_bar = Progress(
-            TextColumn(f"epoch {epoch + 1}/{epochs}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[info]}"),
-            TimeRemainingColumn(),
-            console=self.console,
-            transient=True,
-        )
-        self.progress_bar.start()
-        self.task = self.progress_bar.add_task("train", total=None, info="")
+        """A progress callback for one epoch; one live bar serves the whole run."""
+        if self.progress_bar is None:
+            self.progress_bar = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[info]}"),
+                TimeRemainingColumn(),
+                console=self.console,
+                transient=True,
+            )
+            self.progress_bar.start()
+            self.task = self.progress_bar.add_task("", total=None, info="")
+        self.progress_bar.reset(self.task, description=f"epoch {epoch + 1}/{epochs}", total=None, info="")
 
         def update(p) -> None:
             rate = p.examples / max(p.seconds, 1e-9)
@@ -57,25 +59,32 @@ class RunDisplay:
             self.progress_bar.update(self.task, completed=done, total=total, info=f"testing {column}")
 
     def epoch_done(self, row: dict) -> None:
-        self._close()
+        """One line per epoch; the test columns appear once the first evaluation has run."""
         tests = [k for k in row if k.startswith(("Acc", "Ver", "MI-", "PGD"))]
-        table = Table(show_header=not self.columns, box=None, pad_edge=False)
-        for name, width in (("epoch", 5), ("loss", 8), ("eps", 8), ("s", 7)):
-            table.add_column(name, justify="right", min_width=width)
-        for name in tests:
-            table.add_column(name + " %", justify="right", min_width=9)
-        table.add_row(
-            str(row["epoch"]),
-            f"{row['loss']:.4f}",
-            f"{row['epsilon']:.4g}",
-            f"{row['seconds']:.1f}",
-            *[f"{row[k]:.1f}" for k in tests],
-        )
-        if tests:
+        if tests and tests != self.columns:
             self.columns = tests
-        self.console.print(table)
+            self.console.print(
+                self._line(["epoch", "loss", "eps", "s"], [f"{k} %" for k in tests]), style="bold"
+            )
+        elif not self.columns and not self._header_shown:
+            self.console.print(self._line(["epoch", "loss", "eps", "s"], []), style="bold")
+        self._header_shown = True
+        values = [str(row["epoch"]), f"{row['loss']:.4f}", f"{row['epsilon']:.4g}", f"{row['seconds']:.1f}"]
+        self.console.print(
+            self._line(values, [f"{row[k]:.1f}" if k in row else "" for k in self.columns]), highlight=False
+        )
+
+    @staticmethod
+    def _line(first: list[str], tests: list[str]) -> str:
+        widths = [5, 8, 8, 7]
+        cells = [v.rjust(w) for v, w in zip(first, widths, strict=True)]
+        cells += [v.rjust(max(10, len(v))) for v in tests]
+        return "  ".join(cells)
 
     def interrupted(self, out: Path) -> None:
+        self.finish()
+
+    def finish(self) -> None:
         self._close()
 
     def _close(self) -> None:

@@ -23,8 +23,11 @@ CATEGORY_TITLES = {
 
 def describe(decl: Constructor) -> str:
     """A signature line, the documentation, and one line per parameter."""
-    lines = [decl.signature() if decl.category != "scheme" else "scheme Name [extends Base] { field = ... }",
-             "", decl.doc]
+    lines = [
+        decl.signature() if decl.category != "scheme" else "scheme Name [extends Base] { field = ... }",
+        "",
+        decl.doc,
+    ]
     if decl.aliases:
         lines.append(f"Also written: {', '.join(decl.aliases)}.")
     if decl.params:
@@ -44,7 +47,10 @@ def overview(registry: Registry) -> str:
     for category, title in CATEGORY_TITLES.items():
         decls = registry.of_category(category)
         if decls:
-            names = ", ".join(d.name for d in decls) if category != "scheme" else ", ".join(
-                p.name for p in decls[0].params)
+            names = (
+                ", ".join(d.name for d in decls)
+                if category != "scheme"
+                else ", ".join(p.name for p in decls[0].params)
+            )
             sections.append(f"{title}:\n  {names}")
     return "\n".join(sections) + "\n\n`daic doc NAME` describes one."

@@ -261,7 +261,8 @@ class Elaborator:
 
     # --- binding arguments ----------------------------------------------------------------------------
 
-    def _form(self, decl: Constructor, count: int) -> tuple[str, ...]:
+    def positional_form(self, decl: Constructor, count: int) -> tuple[str, ...]:
+        """The parameter names that `count` positional arguments bind, in order."""
         forms = decl.forms or (tuple(p.name for p in decl.params),)
         fitting = [f for f in forms if len(f) >= count]
         return min(fitting, key=len) if fitting else max(forms, key=len)
@@ -278,7 +279,7 @@ class Elaborator:
         """Match positional and keyword arguments to parameters, reporting every mismatch. `label` names
         the owner in messages (a constructor by default; "a scheme" for fields)."""
         label = label or f"`{decl.name}`"
-        form = self._form(decl, len(args))
+        form = self.positional_form(decl, len(args))
         bound: dict[str, A.Expr] = {}
         for name, arg in zip(form, args, strict=False):
             bound[name] = arg

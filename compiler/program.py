@@ -207,7 +207,7 @@ class _ModuleChecker:
             return found[0][1] if found else None
         if len(name.parts) == 2:
             for node, module in self.module.imports:
-                if module is not None and name.parts[0] == self._qualifier(node):
+                if module is not None and name.parts[0] == self.qualifier(node):
                     symbol = module.exported(name.parts[1])
                     if symbol is None:
                         self.report(
@@ -225,7 +225,8 @@ class _ModuleChecker:
         return node.target.dotted if isinstance(node.target, A.Name) else node.target.value
 
     @staticmethod
-    def _qualifier(node: A.Import) -> str:
+    def qualifier(node: A.Import) -> str:
+        """The name an import's definitions are qualified with: its alias, or the module's last part."""
         if node.alias:
             return node.alias
         if isinstance(node.target, A.Name):
@@ -255,7 +256,7 @@ class _ModuleChecker:
         for node, module in self.module.imports:
             if module is None:
                 continue
-            qualified = len(name.parts) == 2 and name.parts[0] == self._qualifier(node)
+            qualified = len(name.parts) == 2 and name.parts[0] == self.qualifier(node)
             unqualified = len(name.parts) == 1 and node.alias is None
             if (qualified or unqualified) and name.parts[-1] in module.schemes:
                 return module.schemes[name.parts[-1]]

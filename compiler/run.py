@@ -221,6 +221,9 @@ def execute(
                     "epoch": epoch + 1,
                     "scheme": plan.scheme.node.name,
                     "seed": scheme.seed,
+                    "dataset": plan.scheme.built.args["data"].decl.name,
+                    "epsilon": trainer.epsilon(epoch + 1),
+                    "relu": scheme.relu,
                 },
                 folder.checkpoint,
             )
@@ -233,6 +236,7 @@ def execute(
         ) from None
     finally:
         signal.signal(signal.SIGTERM, previous)
+        display.finish()
     summary = summarize(history)
     folder.write_json("summary.json", summary)
     (out / "summary.txt").write_text(summary_text(summary) + "\n")

@@ -13,7 +13,7 @@ import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources
 
 from lark import Lark, Token, Transformer, Tree, v_args
@@ -326,11 +326,18 @@ def _parse_piece(language: str, text: str, index: LineIndex, base: int, end: int
         ]
     builder = _Builder(index, base)
     try:
-        tree: Tree = _lark(language).parse(text[base:end])
+        tree = _parse_tree(language, text[base:end])
     except UnexpectedInput as exc:
         return None, [_syntax_error(exc, text, index, base, end, what)]
     nodes = builder.transform(tree)
     return nodes, builder.diagnostics
+
+
+@lru_cache(maxsize=8192)
+def _parse_tree(language: str, piece: str) -> Tree:
+    """lark's tree for one piece. Cached by text: positions in it are relative to the piece, so a line that
+    recurs (a `ReLU` in every block, or the unchanged lines of a file an editor re-checks) parses once."""
+    return _lark(language).parse(piece)
 
 
 def _comments(text: str, index: LineIndex) -> tuple[A.Comment, ...]:

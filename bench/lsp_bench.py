@@ -1,0 +1,107 @@
+"""How long the language server takes to re-check a document after a keystroke.
+
+    python bench/lsp_bench.py [--reps 31] [--file tests/data/listings/densenet100_none.net]
+
+Two measurements, each the median over `--reps` edits (a digit of a parameter changed, so that every
+repetition is a new text and no cache answers):
+
+- re-check: in-process, what the server does per change: `check_source` through the document cache and
+  the conversion of every diagnostic to the client's UTF-16 positions;
+- round trip: over stdio with the real server (`python -m daic.compiler.lsp`): a didChange notification,
+  then a hover request on the changed line, which has to wait for the new text's check. It adds the
+  transport and the JSON to the re-check (not the diagnostics' debounce delay, which hover does not wait
+  for).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from lsprotocol import types as T
+from pygls.lsp.client import LanguageClient
+
+from daic.compiler.lsp.diagnostics import lsp_diagnostics
+from daic.compiler.lsp.documents import Analyses, document_for
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT = ROOT / "tests" / "data" / "listings" / "densenet100_none.net"
+
+
+def edits(text: str, reps: int) -> list[str]:
+    """`reps` texts, each the file with one digit of its first `filters=` value changed."""
+    marker = text.index("filters=") + len("filters=")
+    return [text[:marker] + str(1 + i % 9) + text[marker + 1 :] for i in range(reps)]
+
+
+def recheck(path: Path, reps: int) -> list[float]:
+    text = path.read_text(encoding="utf-8")
+    analyses = Analyses()
+    uri = path.as_uri()
+    analyses.get(document_for(uri, text, str(path)))  # imports, grammars and caches warmed once
+    times = []
+    for edited in edits(text, reps):
+        start = time.perf_counter()
+        analysis = analyses.get(document_for(uri, edited, str(path)))
+        lsp_diagnostics(analysis)
+        times.append(time.perf_counter() - start)
+    return times
+
+
+async def round_trip(path: Path, reps: int) -> list[float]:
+    text = path.read_text(encoding="utf-8")
+    client = LanguageClient("lsp-bench", "1")
+    # Diagnostics still arrive (after the debounce delay); this benchmark times the hover, not them.
+    client.feature(T.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)(lambda params: None)
+    await client.start_io(sys.executable, "-m", "daic.compiler.lsp")
+    await client.initialize_async(T.InitializeParams(capabilities=T.ClientCapabilities()))
+    client.initialized(T.InitializedParams())
+    uri = path.as_uri()
+    document = T.TextDocumentIdentifier(uri=uri)
+    client.text_document_did_open(T.DidOpenTextDocumentParams(T.TextDocumentItem(uri, "daic-net", 1, text)))
+    line = text[: text.index("filters=")].count("\n")
+    hover = T.HoverParams(document, T.Position(line, 1))
+    await client.text_document_hover_async(hover)
+    times = []
+    for version, edited in enumerate(edits(text, reps), start=2):
+        start = time.perf_counter()
+        client.text_document_did_change(
+            T.DidChangeTextDocumentParams(
+                T.VersionedTextDocumentIdentifier(uri=uri, version=version),
+                [T.TextDocumentContentChangeWholeDocument(text=edited)],
+            )
+        )
+        await client.text_document_hover_async(hover)
+        times.append(time.perf_counter() - start)
+    await client.shutdown_async(None)
+    client.exit(None)
+    await client.stop()
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--reps", type=int, default=31)
+    parser.add_argument("--file", type=Path, default=DEFAULT)
+    args = parser.parse_args()
+    path = args.file.resolve()
+    lines = path.read_text(encoding="utf-8").count("\n")
+    ms = [t * 1000 for t in recheck(path, args.reps)]
+    print(f"{path.name} ({lines} lines), {args.reps} edits")
+    print(
+        f"re-check (check_source + diagnostics to UTF-16): median {statistics.median(ms):.1f} ms, "
+        f"min {min(ms):.1f}, max {max(ms):.1f}"
+    )
+    ms = [t * 1000 for t in asyncio.run(round_trip(path, args.reps))]
+    print(
+        f"round trip over stdio (didChange + hover):      median {statistics.median(ms):.1f} ms, "
+        f"min {min(ms):.1f}, max {max(ms):.1f}"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,139 @@
+"""One open document, checked by the compiler: the text, what `daic check` makes of it, and positions.
+
+Every feature reads an `Analysis`; none parses or checks on its own. Analyses are cached per document and
+text, so a hover after a keystroke reuses the check that the diagnostics already paid for.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from daic.compiler.check import FileReport, check_source
+from daic.compiler.network import Network
+from daic.compiler.program import Module, Program
+from daic.compiler.sources import Source, language_of
+from daic.dsl import ast as A
+from daic.dsl.source import LineIndex
+
+from .positions import UTF16, PositionMap
+
+
+@dataclass(frozen=True)
+class Document:
+    uri: str
+    path: str  # a filesystem path; for a buffer that is no file, a name in the working directory
+    language: str  # "net" or "dai"
+    text: str
+    is_file: bool = True
+
+
+def language_for(path: str, language_id: str | None = None) -> str:
+    """The file's suffix decides; an editor's language id decides for buffers without one."""
+    by_suffix = language_of(path)
+    if by_suffix is not None:
+        return by_suffix
+    return "net" if language_id and "net" in language_id.lower() else "dai"
+
+
+def document_for(uri: str, text: str, fs_path: str | None, language_id: str | None = None) -> Document:
+    if fs_path:
+        path, is_file = fs_path, True
+    else:
+        # An untitled buffer: relative imports and nets are looked up from the working directory.
+        name = uri.rsplit("/", 1)[-1].rsplit(":", 1)[-1] or "untitled"
+        path, is_file = os.path.join(os.getcwd(), name), False
+    return Document(uri, path, language_for(path, language_id), text, is_file)
+
+
+@dataclass
+class Analysis:
+    document: Document
+    report: FileReport
+    positions: PositionMap
+
+    @property
+    def text(self) -> str:
+        return self.document.text
+
+    @property
+    def index(self) -> LineIndex:
+        return self.positions.index
+
+    @property
+    def tree(self) -> A.NetFile | A.DaiFile | None:
+        return self.report.parsed.tree if self.report.parsed else None
+
+    @property
+    def network(self) -> Network | None:
+        return self.report.network
+
+    @property
+    def module(self) -> Module | None:
+        return self.report.module
+
+
+@dataclass
+class _ImportCache:
+    """Modules a .dai document imported last time, reused while none of their files changed: checking
+    `import stdlib.schemes` from scratch on every keystroke would re-check every network it names."""
+
+    modules: dict[str, Module] = field(default_factory=dict)
+    stamps: dict[str, int] = field(default_factory=dict)
+
+    def valid(self) -> bool:
+        return all(_stamp(path) == stamp for path, stamp in self.stamps.items())
+
+
+def _stamp(path: str) -> int | None:
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return None
+
+
+def check_document(document: Document, cache: _ImportCache | None = None) -> tuple[FileReport, _ImportCache]:
+    """What `daic check` reports for this text, plus the imported modules to reuse next time."""
+    source = Source(document.path, document.language, document.text)
+    if document.language == "net":
+        return check_source(source), _ImportCache()
+    own = str(Path(document.path).resolve())
+    program = Program()
+    if cache is not None and cache.valid():
+        program.modules.update({k: m for k, m in cache.modules.items() if k != own})
+    report = check_source(source, program)
+    if program.cycles:
+        # A cached module would skip the loading that finds a cycle; check cyclic imports afresh each time.
+        return report, _ImportCache()
+    modules = {k: m for k, m in program.modules.items() if k != own}
+    return report, _ImportCache(modules, {k: _stamp(k) for k in modules})
+
+
+class Analyses:
+    """The latest analysis of each open document, keyed by URI and recomputed only when the text changes."""
+
+    def __init__(self) -> None:
+        self._latest: dict[str, Analysis] = {}
+        self._imports: dict[str, _ImportCache] = {}
+
+    def get(self, document: Document, encoding: str = UTF16) -> Analysis:
+        cached = self._latest.get(document.uri)
+        if cached is not None and cached.document == document:
+            if cached.positions.encoding != encoding:
+                cached = Analysis(document, cached.report, PositionMap(cached.positions.index, encoding))
+                self._latest[document.uri] = cached
+            return cached
+        report, imports = check_document(document, self._imports.get(document.uri))
+        self._imports[document.uri] = imports
+        analysis = Analysis(document, report, PositionMap(LineIndex(document.text), encoding))
+        self._latest[document.uri] = analysis
+        return analysis
+
+    def clear(self) -> None:
+        """Forget every analysis (a file on disk changed: imports and nets may read differently now)."""
+        self._latest.clear()
+
+    def forget(self, uri: str) -> None:
+        self._latest.pop(uri, None)
+        self._imports.pop(uri, None)

@@ -1,0 +1,227 @@
+"""`daic lsp`: the language server, a pygls adapter over the compiler.
+
+Each handler converts the client's position to an offset, asks the document's `Analysis` (the compiler's
+`check_source` result, cached per text) through one of the feature modules, and converts the answer
+back. Handlers never raise: a failure is logged and answered with an empty result, so that no text, however
+broken, costs the editor its server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from lsprotocol import types as T
+from pygls.lsp.server import LanguageServer
+from pygls.uris import to_fs_path, uri_scheme
+
+from daic import __version__
+
+from . import code_actions, completion, definition, formatting, hover, signature_help, symbols
+from .diagnostics import lsp_diagnostics
+from .documents import Analyses, Analysis, document_for
+from .markup import client_kind
+
+logger = logging.getLogger("daic.lsp")
+
+# Re-check this long after the last keystroke: a 350-line file checks in tens of milliseconds, so the delay
+# only keeps a fast typist from queueing checks whose results would be stale before they arrive.
+DEBOUNCE_S = 0.15
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class DaicLanguageServer(LanguageServer):
+    def __init__(self) -> None:
+        # Full synchronisation: the client sends the whole text on each change. A 350-line file is some
+        # 12 KB, nothing over a pipe, and the text then never depends on applying ranges, which pygls does
+        # on lines split by str.splitlines (form feeds and U+2028 end lines there, not in the protocol).
+        super().__init__("daic", __version__, text_document_sync_kind=T.TextDocumentSyncKind.Full)
+        self.analyses = Analyses()
+        self.pending: dict[str, asyncio.TimerHandle] = {}
+
+    # --- documents ------------------------------------------------------------------------------------
+
+    @property
+    def encoding(self) -> str:
+        encoding = self.workspace.position_encoding or T.PositionEncodingKind.Utf16
+        return str(getattr(encoding, "value", encoding))
+
+    def analysis(self, uri: str) -> Analysis:
+        doc = self.workspace.get_text_document(uri)
+        fs_path = to_fs_path(uri) if uri_scheme(uri) == "file" else None
+        return self.analyses.get(document_for(uri, doc.source, fs_path, doc.language_id), self.encoding)
+
+    def is_open(self, uri: str) -> bool:
+        return uri in {d.uri for d in self.workspace.text_documents.values()}
+
+    def publish(self, uri: str) -> None:
+        self.pending.pop(uri, None)
+        try:
+            if not self.is_open(uri):
+                return
+            analysis = self.analysis(uri)
+            version = self.workspace.get_text_document(uri).version
+            self.text_document_publish_diagnostics(
+                T.PublishDiagnosticsParams(uri=uri, diagnostics=lsp_diagnostics(analysis), version=version)
+            )
+        except Exception:
+            logger.exception("checking %s failed", uri)
+
+    def schedule(self, uri: str, delay: float = DEBOUNCE_S) -> None:
+        previous = self.pending.pop(uri, None)
+        if previous is not None:
+            previous.cancel()
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.publish(uri)
+            return
+        self.pending[uri] = loop.call_later(delay, self.publish, uri)
+
+    def markup(self, *path: str) -> T.MarkupKind:
+        """The client's preferred documentation format at a path of its text document capabilities."""
+        node: Any = self.client_capabilities.text_document
+        for attribute in path:
+            node = getattr(node, attribute, None) if node is not None else None
+        return client_kind(node)
+
+
+def safe(default: Callable[[], Any]) -> Callable[[F], F]:
+    """Answer with `default()` instead of an error when a handler fails (and log why)."""
+
+    def decorate(handler: F) -> F:
+        @functools.wraps(handler)
+        def wrapped(ls: DaicLanguageServer, params: Any) -> Any:
+            try:
+                return handler(ls, params)
+            except Exception:
+                logger.exception("%s failed", handler.__name__)
+                return default()
+
+        return wrapped  # type: ignore[return-value]
+
+    return decorate
+
+
+def _offset(ls: DaicLanguageServer, uri: str, position: T.Position) -> tuple[Analysis, int]:
+    analysis = ls.analysis(uri)
+    return analysis, analysis.positions.offset(position)
+
+
+def _read(path: str) -> str | None:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def create_server() -> DaicLanguageServer:
+    server = DaicLanguageServer()
+
+    @server.feature(T.TEXT_DOCUMENT_DID_OPEN)
+    @safe(lambda: None)
+    def did_open(ls: DaicLanguageServer, params: T.DidOpenTextDocumentParams) -> None:
+        ls.publish(params.text_document.uri)
+
+    @server.feature(T.TEXT_DOCUMENT_DID_CHANGE)
+    @safe(lambda: None)
+    def did_change(ls: DaicLanguageServer, params: T.DidChangeTextDocumentParams) -> None:
+        ls.schedule(params.text_document.uri)
+
+    @server.feature(T.TEXT_DOCUMENT_DID_SAVE)
+    @safe(lambda: None)
+    def did_save(ls: DaicLanguageServer, params: T.DidSaveTextDocumentParams) -> None:
+        # A saved file may be imported by (or be the net of) another open document: check them all again.
+        ls.analyses.clear()
+        for doc in list(ls.workspace.text_documents.values()):
+            ls.schedule(doc.uri, 0)
+
+    @server.feature(T.TEXT_DOCUMENT_DID_CLOSE)
+    @safe(lambda: None)
+    def did_close(ls: DaicLanguageServer, params: T.DidCloseTextDocumentParams) -> None:
+        uri = params.text_document.uri
+        pending = ls.pending.pop(uri, None)
+        if pending is not None:
+            pending.cancel()
+        ls.analyses.forget(uri)
+        ls.text_document_publish_diagnostics(T.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+
+    @server.feature(T.TEXT_DOCUMENT_HOVER)
+    @safe(lambda: None)
+    def on_hover(ls: DaicLanguageServer, params: T.HoverParams) -> T.Hover | None:
+        analysis, offset = _offset(ls, params.text_document.uri, params.position)
+        return hover.hover(analysis, offset, ls.markup("hover", "content_format"))
+
+    @server.feature(
+        T.TEXT_DOCUMENT_COMPLETION, T.CompletionOptions(trigger_characters=[".", "(", "[", ",", "="])
+    )
+    @safe(lambda: T.CompletionList(is_incomplete=False, items=[]))
+    def on_completion(ls: DaicLanguageServer, params: T.CompletionParams) -> T.CompletionList:
+        analysis, offset = _offset(ls, params.text_document.uri, params.position)
+        markup = ls.markup("completion", "completion_item", "documentation_format")
+        return T.CompletionList(is_incomplete=False, items=completion.complete(analysis, offset, markup))
+
+    @server.feature(
+        T.TEXT_DOCUMENT_SIGNATURE_HELP,
+        T.SignatureHelpOptions(
+            trigger_characters=signature_help.TRIGGERS, retrigger_characters=signature_help.RETRIGGERS
+        ),
+    )
+    @safe(lambda: None)
+    def on_signature_help(ls: DaicLanguageServer, params: T.SignatureHelpParams) -> T.SignatureHelp | None:
+        analysis, offset = _offset(ls, params.text_document.uri, params.position)
+        markup = ls.markup("signature_help", "signature_information", "documentation_format")
+        return signature_help.signature_help(analysis, offset, markup)
+
+    @server.feature(T.TEXT_DOCUMENT_DEFINITION)
+    @safe(list)
+    def on_definition(ls: DaicLanguageServer, params: T.DefinitionParams) -> list[T.Location]:
+        analysis, offset = _offset(ls, params.text_document.uri, params.position)
+        return definition.definition(analysis, offset, _read)
+
+    @server.feature(T.TEXT_DOCUMENT_DOCUMENT_SYMBOL)
+    @safe(list)
+    def on_document_symbol(ls: DaicLanguageServer, params: T.DocumentSymbolParams) -> list:
+        uri = params.text_document.uri
+        found = symbols.document_symbols(ls.analysis(uri))
+        hierarchical = ls.client_capabilities.text_document
+        hierarchical = hierarchical and hierarchical.document_symbol
+        if hierarchical and hierarchical.hierarchical_document_symbol_support:
+            return found
+        return symbols.flat_symbols(found, uri)
+
+    @server.feature(T.TEXT_DOCUMENT_FORMATTING)
+    @safe(list)
+    def on_formatting(ls: DaicLanguageServer, params: T.DocumentFormattingParams) -> list[T.TextEdit]:
+        return formatting.format_document(ls.analysis(params.text_document.uri))
+
+    @server.feature(
+        T.TEXT_DOCUMENT_CODE_ACTION, T.CodeActionOptions(code_action_kinds=[T.CodeActionKind.QuickFix])
+    )
+    @safe(list)
+    def on_code_action(ls: DaicLanguageServer, params: T.CodeActionParams) -> list[T.CodeAction]:
+        analysis = ls.analysis(params.text_document.uri)
+        start = analysis.positions.offset(params.range.start)
+        end = analysis.positions.offset(params.range.end)
+        return code_actions.code_actions(analysis, start, end)
+
+    return server
+
+
+def main(tcp: str | None = None) -> None:
+    """Serve on stdin/stdout, or on `tcp` ("HOST:PORT") when given."""
+    logging.basicConfig(
+        level=logging.WARNING, stream=sys.stderr, format="daic lsp: %(levelname)s %(message)s"
+    )
+    server = create_server()
+    if tcp:
+        host, _, port = tcp.rpartition(":")
+        server.start_tcp(host or "127.0.0.1", int(port))
+    else:
+        server.start_io()

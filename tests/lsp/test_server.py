@@ -1,0 +1,68 @@
+"""The server itself: it answers over TCP as over stdio, and a handler that fails answers with an empty
+result instead of an error."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import subprocess
+import sys
+
+import pytest
+from lsprotocol import types as T
+from pygls.lsp.client import LanguageClient
+
+from daic.compiler.lsp.server import DaicLanguageServer, safe
+
+from .conftest import QUICKSTART
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def connect(port: int) -> LanguageClient:
+    client = LanguageClient("tcp-test", "1")
+    client.feature(T.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)(lambda params: None)
+    for _ in range(200):  # the server needs a moment to import and listen
+        try:
+            await client.start_tcp("127.0.0.1", port)
+            return client
+        except OSError:
+            await asyncio.sleep(0.05)
+    raise TimeoutError("the server never listened")
+
+
+@pytest.mark.asyncio
+async def test_tcp_transport():
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "daic.compiler.lsp", "--tcp", f"127.0.0.1:{port}"])
+    try:
+        client = await connect(port)
+        result = await client.initialize_async(T.InitializeParams(capabilities=T.ClientCapabilities()))
+        assert result.server_info.name == "daic"
+        assert result.capabilities.hover_provider
+        client.initialized(T.InitializedParams())
+        path = QUICKSTART
+        uri, text = path.as_uri(), path.read_text()
+        client.text_document_did_open(T.DidOpenTextDocumentParams(T.TextDocumentItem(uri, "dai", 1, text)))
+        line = next(i for i, line in enumerate(text.splitlines()) if "goal = Mix(" in line)
+        position = T.Position(line, text.splitlines()[line].index("Mix") + 1)
+        hover = await client.text_document_hover_async(T.HoverParams(T.TextDocumentIdentifier(uri), position))
+        assert "Mix(g1: Goal, g2: Goal, weight: Schedule) -> Goal" in hover.contents.value
+        await client.shutdown_async(None)
+        client.exit(None)
+        await client.stop()
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+def test_a_failing_handler_answers_empty():
+    @safe(list)
+    def broken(ls: DaicLanguageServer, params: object) -> list:
+        raise RecursionError("deep")
+
+    assert broken(None, None) == []
