@@ -27,4 +27,6 @@ def save_atomic(state: dict[str, Any], path: str | Path) -> None:
 
 
 def load(path: str | Path, device: str | torch.device = "cpu") -> dict[str, Any]:
-    return torch.load(Path(path), map_location=device, weights_only=False)
+    # weights_only: a checkpoint holds tensors, numbers and strings; refusing anything else means a file
+    # from elsewhere cannot run code when loaded.
+    return torch.load(Path(path), map_location=device, weights_only=True)

@@ -9,6 +9,7 @@ Reading whole data sets into tensors keeps batching and augmentation vectorised 
 from __future__ import annotations
 
 import gzip
+import pickle
 import shutil
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -163,6 +164,10 @@ def _unpack_gz(folder: Path) -> None:
                 shutil.copyfileobj(src, dst)
 
 
+# What torchvision raises for missing, truncated or foreign files.
+_UNREADABLE = (RuntimeError, OSError, ValueError, KeyError, IndexError, EOFError, pickle.UnpicklingError)
+
+
 def _missing(name: str, folder: Path, expected: str, exc: Exception) -> DataError:
     return DataError(
         f"{name}: no usable data under {folder} ({exc}); expected {expected}; "
@@ -182,7 +187,7 @@ class _MnistLike(Dataset):
         try:
             train = cls(str(folder), train=True, download=download)
             test = cls(str(folder), train=False, download=download)
-        except (RuntimeError, OSError, ValueError) as exc:
+        except _UNREADABLE as exc:
             raise _missing(
                 self.name,
                 folder,
@@ -217,7 +222,7 @@ class _Cifar(Dataset):
         try:
             train = cls(str(folder), train=True, download=download)
             test = cls(str(folder), train=False, download=download)
-        except (RuntimeError, OSError, ValueError) as exc:
+        except _UNREADABLE as exc:
             raise _missing(
                 self.name, folder, f"{self.folder_name}/ as unpacked from the python tarball", exc
             ) from None
@@ -248,7 +253,7 @@ class SVHN(Dataset):
         try:
             train = datasets.SVHN(str(folder), split="train", download=download)
             test = datasets.SVHN(str(folder), split="test", download=download)
-        except (RuntimeError, OSError, ValueError) as exc:
+        except _UNREADABLE as exc:
             raise _missing(self.name, folder, "train_32x32.mat and test_32x32.mat", exc) from None
         return TensorData(
             _to_images(train.data, "NCHW"),

@@ -58,7 +58,9 @@ class DeepLoss(AbstractLayer):
     training loop decides how to combine it.
     """
 
-    def __init__(self, weight: ScheduleLike = 0.01, act: Activation | str = "relu", only_train: bool = True):
+    def __init__(
+        self, weight: ScheduleLike = 0.01, act: Activation | str = "relu", only_train: bool = True
+    ) -> None:
         super().__init__(only_train)
         self.weight = as_schedule(weight)
         if isinstance(act, str):

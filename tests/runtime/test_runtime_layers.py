@@ -227,3 +227,15 @@ def test_box_relu_hand_written_gradient_matches_autograd():
             torch.testing.assert_close(a, b)
     c, r = center[:1, :6].clone().requires_grad_(), radius[:1, :6].clone().requires_grad_()
     assert torch.autograd.gradcheck(fast, (c, r))
+
+
+def test_residual_blocks_keep_the_term_slots_of_their_input():
+    """Conv and ReLU keep the slots (same ids), so a residual sum adds position-wise: no slot growth."""
+    torch.manual_seed(0)
+    from daic.runtime import CorrelateMax
+
+    block = Residual([Conv2D(2, 2, 1)], [Conv2D(2, 2, 3, padding=1), ReLU(), Conv2D(2, 2, 3, padding=1)])
+    net = Sequential(CorrelateMax(6), Conv2D(1, 2, 3, padding=1), ReLU(), block, ReLU(), block)
+    x = HybridZonotope.from_bounds(torch.zeros(3, 1, 5, 5), torch.ones(3, 1, 5, 5))
+    out = net.abstract(x, AbstractContext(training=True))
+    assert out.m == 6

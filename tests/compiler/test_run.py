@@ -1,0 +1,278 @@
+"""Training end to end: every paper scheme trains on a reduced network and data, `daic run` writes its
+run folder, and an interrupted run resumes to exactly the numbers of an uninterrupted one."""
+
+import json
+import math
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from importlib import resources
+from pathlib import Path
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from daic.compiler.cli import main
+from daic.compiler.lower import lower_network, lower_value
+from daic.compiler.network import analyze_net
+from daic.compiler.program import Program
+from daic.compiler.run import RunError, execute, plan_run
+from daic.dsl import ast as A
+from daic.dsl.parser import parse_net
+from daic.runtime import ibp_init_
+from daic.runtime.data import TensorData
+from daic.runtime.trainer import Trainer
+
+STDLIB = Path(str(resources.files("daic.stdlib")))
+SCHEMES = Program().check_text((STDLIB / "schemes.dai").read_text(), str(STDLIB / "schemes.dai"))
+TABLE3 = [
+    name for name, info in SCHEMES.schemes.items() if info.node.base is not None or name.startswith("Adv5")
+]
+
+
+def narrow(layers, last, factor=8):
+    out = []
+    for layer in layers:
+        params = []
+        for p in layer.params:
+            if p.name == "input_shape":
+                continue
+            if p.name in ("filters", "out") and layer is not last and isinstance(p.value, A.Number):
+                p = replace(p, value=A.Number(max(1, math.ceil(p.value.value / factor))))
+            params.append(p)
+        out.append(replace(layer, params=tuple(params), body=narrow(layer.body, last, factor)))
+    return tuple(out)
+
+
+def tiny_cifar(n_train=8, n_test=4):
+    g = torch.Generator().manual_seed(0)
+    return TensorData(
+        torch.rand(n_train, 3, 32, 32, generator=g),
+        torch.randint(0, 10, (n_train,), generator=g),
+        torch.rand(n_test, 3, 32, 32, generator=g),
+        torch.randint(0, 10, (n_test,), generator=g),
+        10,
+    )
+
+
+def test_table3_schemes_are_all_there():
+    assert sorted(TABLE3) == sorted([
+        "Baseline", "InSamp", "InSampLPA", "Adv1IS", "Adv1ISLPA", "Adv3ISLPA", "Adv1ISLPAUS", "Baseline_S18",
+        "InSamp_S18", "Adv5IS_S18", "Adv5ISLPA_R18", "InSampLPA_R34", "Adv5ISLPA_D100", "BiAdv_L",
+    ])  # fmt: skip
+
+
+@pytest.mark.parametrize("name", TABLE3)
+def test_every_paper_scheme_trains_one_short_epoch(name):
+    info = SCHEMES.schemes[name]
+    tree = parse_net(Path(info.net_path).read_text()).tree
+    network = analyze_net(A.NetFile(narrow(tree.layers, tree.layers[-1])), (3, 32, 32), 10)
+    assert network.diagnostics == []
+    scheme = lower_value(info.built)
+    scheme.batch, scheme.data.augment = 4, scheme.data.augment  # two batches of the tiny data
+    model = lower_network(network)
+    ibp_init_(model, seed=0)
+    before = [p.detach().clone() for p in model.parameters()]
+    trainer = Trainer(model, scheme, tiny_cifar())
+    # Late enough that every ramp (Lin) of the paper's schedules has started: all parts of the goal run.
+    row = trainer.train_epoch(60)
+    assert math.isfinite(row["loss"]) and row["loss"] > 0
+    assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
+    assert row["epsilon"] == pytest.approx(8 / 255)
+
+
+DIGITS_SCHEME = """scheme Tiny {
+    net = "%s"
+    data = Digits(subset=200)
+    epsilon = 0.05
+    goal = Mix(Point, Sub(Lin(0, 1, 2, 0), Box), Lin(0, 0.5, 2, 0))
+    epochs = 4
+    batch = 50
+    optimizer = Adam(lr=0.003)
+    test = [Accuracy, Verify(Box)]
+    test_every = 2
+}
+"""
+
+
+@pytest.fixture
+def tiny_scheme(tmp_path):
+    path = tmp_path / "tiny.dai"
+    path.write_text(DIGITS_SCHEME % (STDLIB / "nets" / "digits_ffnn.net"))
+    return path
+
+
+class Quiet:
+    """A display that shows nothing, and can interrupt the run like Ctrl-C in a chosen epoch."""
+
+    def __init__(self, stop_in_epoch=None):
+        self.stop_in_epoch = stop_in_epoch
+
+    def start(self, *args):
+        pass
+
+    def progress(self, epoch, epochs):
+        def update(p):
+            if epoch == self.stop_in_epoch and p.batch >= 2:
+                raise KeyboardInterrupt
+
+        return update
+
+    def evaluating(self, *args):
+        pass
+
+    def epoch_done(self, row):
+        pass
+
+    def interrupted(self, out):
+        pass
+
+    def finish(self):
+        pass
+
+
+def run_plan(scheme, out, display, resume=False):
+    plan = plan_run(str(scheme), None, None)
+    return execute(
+        plan, out, epochs=None, data_root=None, download=False, device="cpu", resume=resume, display=display
+    )
+
+
+def test_interrupted_run_resumes_to_the_same_numbers(tiny_scheme, tmp_path):
+    whole = tmp_path / "whole"
+    summary = run_plan(tiny_scheme, whole, Quiet())
+    cut = tmp_path / "cut"
+    with pytest.raises(RunError, match="resume with --resume") as info:
+        run_plan(tiny_scheme, cut, Quiet(stop_in_epoch=2))
+    assert info.value.exit_code == 130
+    assert len((cut / "metrics.jsonl").read_text().splitlines()) == 2  # the third epoch was lost, no more
+    assert torch.load(cut / "checkpoint.pt", weights_only=True)["epoch"] == 2
+    with pytest.raises(RunError, match="already holds a run"):
+        run_plan(tiny_scheme, cut, Quiet())
+    resumed = run_plan(tiny_scheme, cut, Quiet(), resume=True)
+    assert resumed["Acc"] == summary["Acc"] and resumed["Ver Box"] == summary["Ver Box"]
+
+    def rows(folder):
+        return [
+            {k: v for k, v in json.loads(line).items() if k not in ("seconds", "examples_per_s")}
+            for line in (folder / "metrics.jsonl").read_text().splitlines()
+        ]
+
+    assert rows(cut) == rows(whole)
+    a = torch.load(whole / "checkpoint.pt", weights_only=True)["model"]
+    b = torch.load(cut / "checkpoint.pt", weights_only=True)["model"]
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_daic_run_writes_the_run_folder(tiny_scheme, tmp_path):
+    out = tmp_path / "run"
+    result = CliRunner().invoke(main, ["run", str(tiny_scheme), "--out", str(out), "--epochs", "2"])
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in out.iterdir()) == [
+        "checkpoint.pt", "digits_ffnn.net", "metrics.jsonl", "metrics.png", "run.json", "summary.json",
+        "summary.txt", "tiny.dai",
+    ]  # fmt: skip
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["epochs"] == 2 and 0 <= summary["Ver Box"] <= summary["Acc"] <= 100
+    assert (out / "summary.txt").read_text().splitlines()[0].split() == [
+        "s/epoch",
+        "Acc",
+        "%",
+        "Ver",
+        "Box",
+        "%",
+    ]
+    assert "Tiny from" in result.output
+    # The formatted sources are what ran.
+    assert (out / "tiny.dai").read_text().startswith("scheme Tiny {\n    net = ")
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in rows] == [1, 2] and "Acc" in rows[1] and "Acc" not in rows[0]
+
+
+def test_run_errors_are_messages_not_tracebacks(tmp_path, tiny_scheme):
+    bad = tmp_path / "bad.dai"
+    bad.write_text("scheme A { goal = Box }\n")
+    result = CliRunner().invoke(main, ["run", str(bad)])
+    assert result.exit_code == 1 and "error[E106]" in result.stderr and "Traceback" not in result.output
+    result = CliRunner().invoke(main, ["run", str(tiny_scheme), "--scheme", "Nope"])
+    assert result.exit_code == 2 and "has no scheme 'Nope'" in result.stderr
+    result = CliRunner().invoke(
+        main, ["run", str(tiny_scheme), "--net", str(STDLIB / "nets" / "mnist_ffnn.net")]
+    )
+    assert result.exit_code == 1 and "does not fit Digits" in result.stderr
+    result = CliRunner().invoke(
+        main,
+        ["run", str(tiny_scheme), "--device", "cuda:7"]
+        if not torch.cuda.is_available()
+        else ["run", str(tiny_scheme), "--device", "tpu"],
+    )
+    assert result.exit_code == 2
+    cifar = tmp_path / "c.dai"
+    cifar.write_text(
+        "import stdlib.schemes\n"
+        f'scheme C extends Adv5ISLPA_R18 {{ net = "{STDLIB}/nets/cifar10_ffnn.net" }}\n'
+    )
+    result = CliRunner().invoke(main, ["run", str(cifar), "--out", str(tmp_path / "c")])
+    assert result.exit_code == 1 and "pass --data DIR" in result.stderr
+    assert not (tmp_path / "c").exists()
+
+
+@pytest.mark.slow
+def test_sigterm_keeps_the_last_epoch_and_resume_finishes(tiny_scheme, tmp_path):
+    out = tmp_path / "run"
+    command = [sys.executable, "-m", "daic", "run", str(tiny_scheme), "--out", str(out), "--epochs", "40"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and not (out / "metrics.jsonl").exists():
+        time.sleep(0.2)
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err
+    saved = torch.load(out / "checkpoint.pt", weights_only=True)["epoch"]
+    assert saved >= 1 and len((out / "metrics.jsonl").read_text().splitlines()) == saved
+    done = subprocess.run([*command, "--resume"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert len((out / "metrics.jsonl").read_text().splitlines()) == 40
+
+
+@pytest.mark.slow
+def test_quickstart_reaches_its_targets(tmp_path):
+    examples = Path(__file__).parents[2] / "examples"
+    started = time.time()
+    result = CliRunner().invoke(main, ["run", str(examples / "quickstart.dai"), "--out", str(tmp_path / "q")])
+    assert result.exit_code == 0, result.output
+    summary = json.loads((tmp_path / "q" / "summary.json").read_text())
+    assert summary["Acc"] >= 95 and summary["Ver HBox"] >= 75, summary
+    print(f"quickstart: {summary} in {time.time() - started:.0f} s")
+
+
+@pytest.mark.slow
+def test_resnet34_completes_an_epoch_on_cpu(tmp_path, monkeypatch):
+    from tests.runtime.test_data import test_cifar10_format
+
+    test_cifar10_format(tmp_path / "data", monkeypatch)  # writes a tiny CIFAR10 in its real format
+    scheme = tmp_path / "r34.dai"
+    scheme.write_text(
+        "import stdlib.schemes\nscheme R34 extends InSampLPA_R34 {\n    batch = 5\n"
+        "    test = [Accuracy, Verify(Box)]\n}\n"
+    )
+    result = CliRunner().invoke(
+        main,
+        [
+            "run",
+            str(scheme),
+            "--data",
+            str(tmp_path / "data"),
+            "--epochs",
+            "1",
+            "--out",
+            str(tmp_path / "out"),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert "967,680 neurons, 25,731,082 parameters" in result.output.replace("\n", " ")
+    assert json.loads((tmp_path / "out" / "summary.json").read_text())["epochs"] == 1
+

@@ -1,0 +1,169 @@
+"""Data sets: the embedded digits, and tiny files written in each real on-disk format, read back through
+the same loaders a user's --data folder goes through."""
+
+import gzip
+import hashlib
+import pickle
+import struct
+
+import numpy as np
+import pytest
+import torch
+import torchvision.datasets as tvd
+
+from daic.runtime.data import (
+    CIFAR10,
+    CIFAR100,
+    MNIST,
+    SVHN,
+    DataError,
+    Digits,
+    FashionMNIST,
+    HorizontalFlip,
+    RandomCrop,
+    batches,
+)
+
+RNG = np.random.default_rng(0)
+
+
+def test_digits_is_embedded_and_split_the_same_way_everywhere():
+    data = Digits().load()
+    assert data.train_x.shape == (1437, 1, 8, 8) and data.test_x.shape == (360, 1, 8, 8)
+    assert (
+        data.train_x.dtype == torch.float32
+        and float(data.train_x.min()) == 0
+        and float(data.train_x.max()) == 1
+    )
+    assert data.classes == 10 and set(data.test_y.tolist()) == set(range(10))
+    again = Digits().load()
+    assert torch.equal(data.test_x, again.test_x)
+    small = Digits(subset=100).load()
+    assert (len(small.train_y), len(small.test_y)) == (100, 20)
+
+
+def _idx(path, array, gz):
+    header = struct.pack(">I", 0x800 + array.ndim) + b"".join(struct.pack(">I", d) for d in array.shape)
+    data = header + array.astype(np.uint8).tobytes()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if gz:
+        with gzip.open(str(path) + ".gz", "wb") as handle:
+            handle.write(data)
+    else:
+        path.write_bytes(data)
+
+
+@pytest.mark.parametrize("cls", [MNIST, FashionMNIST])
+@pytest.mark.parametrize("gz", [False, True])
+def test_mnist_formats(tmp_path, cls, gz):
+    raw = tmp_path / cls.name / "raw"
+    for split, n in (("train", 12), ("t10k", 5)):
+        _idx(raw / f"{split}-images-idx3-ubyte", RNG.integers(0, 256, (n, 28, 28)), gz)
+        _idx(raw / f"{split}-labels-idx1-ubyte", RNG.integers(0, 10, (n,)), gz)
+    data = cls().load(str(tmp_path))
+    assert data.train_x.shape == (12, 1, 28, 28) and data.test_x.shape == (5, 1, 28, 28)
+    assert float(data.train_x.min()) >= 0 and float(data.train_x.max()) <= 1
+    assert data.train_y.dtype == torch.int64
+
+
+def _md5(path):
+    return hashlib.md5(path.read_bytes()).hexdigest()
+
+
+def _pickle(path, obj):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as handle:
+        pickle.dump(obj, handle)
+
+
+def test_cifar10_format(tmp_path, monkeypatch):
+    folder = tmp_path / "cifar-10-batches-py"
+    train_list = []
+    for i in range(1, 6):
+        _pickle(
+            folder / f"data_batch_{i}",
+            {
+                "data": RNG.integers(0, 256, (3, 3072), dtype=np.uint8),
+                "labels": RNG.integers(0, 10, 3).tolist(),
+            },
+        )
+        train_list.append([f"data_batch_{i}", _md5(folder / f"data_batch_{i}")])
+    _pickle(
+        folder / "test_batch",
+        {"data": RNG.integers(0, 256, (4, 3072), dtype=np.uint8), "labels": [1, 2, 3, 4]},
+    )
+    _pickle(folder / "batches.meta", {"label_names": [str(i) for i in range(10)]})
+    # torchvision checks the official files' md5 sums; these tiny files have their own.
+    monkeypatch.setattr(tvd.CIFAR10, "train_list", train_list)
+    monkeypatch.setattr(tvd.CIFAR10, "test_list", [["test_batch", _md5(folder / "test_batch")]])
+    monkeypatch.setattr(
+        tvd.CIFAR10,
+        "meta",
+        {"filename": "batches.meta", "key": "label_names", "md5": _md5(folder / "batches.meta")},
+    )
+    data = CIFAR10().load(str(tmp_path))
+    assert data.train_x.shape == (15, 3, 32, 32) and data.test_x.shape == (4, 3, 32, 32)
+    assert data.test_y.tolist() == [1, 2, 3, 4]
+
+
+def test_cifar100_format(tmp_path, monkeypatch):
+    folder = tmp_path / "cifar-100-python"
+    for name, n in (("train", 6), ("test", 2)):
+        _pickle(
+            folder / name,
+            {
+                "data": RNG.integers(0, 256, (n, 3072), dtype=np.uint8),
+                "fine_labels": RNG.integers(0, 100, n).tolist(),
+            },
+        )
+    _pickle(folder / "meta", {"fine_label_names": [str(i) for i in range(100)]})
+    monkeypatch.setattr(tvd.CIFAR100, "train_list", [["train", _md5(folder / "train")]])
+    monkeypatch.setattr(tvd.CIFAR100, "test_list", [["test", _md5(folder / "test")]])
+    monkeypatch.setattr(
+        tvd.CIFAR100, "meta", {"filename": "meta", "key": "fine_label_names", "md5": _md5(folder / "meta")}
+    )
+    data = CIFAR100().load(str(tmp_path))
+    assert data.train_x.shape == (6, 3, 32, 32) and data.classes == 100
+
+
+def test_svhn_format(tmp_path, monkeypatch):
+    from scipy.io import savemat
+
+    split_list = {}
+    for split, n in (("train", 5), ("test", 3)):
+        path = tmp_path / f"{split}_32x32.mat"
+        savemat(
+            path,
+            {
+                "X": RNG.integers(0, 256, (32, 32, 3, n), dtype=np.uint8),
+                "y": np.array([[10]] + [[1]] * (n - 1), dtype=np.uint8),
+            },
+        )
+        split_list[split] = ["", path.name, _md5(path)]
+    monkeypatch.setattr(tvd.SVHN, "split_list", split_list)
+    data = SVHN().load(str(tmp_path))
+    assert data.train_x.shape == (5, 3, 32, 32)
+    assert data.train_y.tolist()[0] == 0  # SVHN's label 10 is the digit 0
+
+
+@pytest.mark.parametrize("cls", [MNIST, CIFAR10, SVHN])
+def test_missing_files_say_what_to_do(tmp_path, cls):
+    with pytest.raises(DataError, match="put the files there or pass --download"):
+        cls().load(str(tmp_path))
+    with pytest.raises(DataError, match="pass --data DIR"):
+        cls().load(None)
+
+
+def test_augmentations_and_batches():
+    g = torch.Generator().manual_seed(0)
+    x = torch.rand(16, 3, 8, 8)
+    crop = RandomCrop(8, padding=2)(x, g)
+    assert crop.shape == x.shape
+    # Each crop is a window of the zero-padded image.
+    padded = torch.nn.functional.pad(x, (2, 2, 2, 2))
+    windows = [padded[i, :, r : r + 8, c : c + 8] for i in range(16) for r in range(5) for c in range(5)]
+    assert all(any(torch.equal(crop[i], w) for w in windows[25 * i : 25 * i + 25]) for i in range(16))
+    flipped = HorizontalFlip()(x, g)
+    assert all(torch.equal(flipped[i], x[i]) or torch.equal(flipped[i], x[i].flip(2)) for i in range(16))
+    seen = torch.cat([yb for _, yb in batches(x, torch.arange(16), 5, torch.Generator().manual_seed(1))])
+    assert sorted(seen.tolist()) == list(range(16)) and seen.tolist() != list(range(16))

@@ -1,0 +1,163 @@
+"""Goals (Table 2), margins and certificates, attacks: the formulas with hand-computed values."""
+
+import pytest
+import torch
+from torch import nn
+
+from daic.runtime import Box, HybridZonotope
+from daic.runtime.attacks import ifgsm, mifgsm, pgd
+from daic.runtime.goals import IFGSM, BiSample, GoalEnv, Mix, Normal, Point, Sample, Sub, Uniform
+from daic.runtime.goals import Box as BoxGoal
+from daic.runtime.losses import certified, margin_upper, worst_case_loss
+from daic.runtime.schedules import Lin
+
+
+class Recorder:
+    """A goal that records the box it is given."""
+
+    def __init__(self):
+        self.boxes = []
+
+    def alpha(self, lower, upper, env):
+        self.boxes.append((lower.clone(), upper.clone()))
+        return (lower + upper) / 2
+
+    def parts(self, lower, upper, env):
+        from daic.runtime.goals import Part
+
+        return [Part(self.alpha(lower, upper, env), 1.0)]
+
+
+def env(t=0.0, seed=0, model=None, target=None):
+    return GoalEnv(
+        model or nn.Identity(),
+        target if target is not None else torch.zeros(1, dtype=torch.long),
+        t,
+        torch.Generator().manual_seed(seed),
+    )
+
+
+L, U = torch.tensor([[0.0, 0.2]]), torch.tensor([[1.0, 0.6]])
+
+
+def test_point_box_and_mix_weights():
+    parts = Mix(Point(), BoxGoal(), 0.25).parts(L, U, env())
+    assert [p.weight for p in parts] == [0.75, 0.25]
+    assert torch.equal(parts[0].value, torch.tensor([[0.5, 0.4]]))
+    box = parts[1].value
+    assert isinstance(box, HybridZonotope) and box.m == 0
+    assert torch.allclose(box.head, torch.tensor([[0.5, 0.4]])) and torch.allclose(
+        box.beta, torch.tensor([[0.5, 0.2]])
+    )
+    # A schedule as the weight: Lin(0, 0.5, 10, 2) is 0 until epoch 2, then 0.25 at epoch 7.
+    weights = [p.weight for p in Mix(Point(), BoxGoal(), Lin(0, 0.5, 10, 2)).parts(L, U, env(t=7.0))]
+    assert weights == pytest.approx([0.75, 0.25])
+    assert len(Mix(Point(), BoxGoal(), Lin(0, 0.5, 10, 2)).parts(L, U, env(t=1.0))) == 1  # weight 0 drops
+
+
+def test_sub_scales_the_box_about_its_centre():
+    rec = Recorder()
+    Sub(0.5, rec).parts(L, U, env())
+    lower, upper = rec.boxes[0]
+    assert torch.allclose(lower, torch.tensor([[0.25, 0.3]])) and torch.allclose(
+        upper, torch.tensor([[0.75, 0.5]])
+    )
+
+
+def test_sample_places_a_box_of_width_delta_around_a_sampled_centre():
+    rec_s, rec_t = Recorder(), Recorder()
+    Sample(0.2, 1, rec_s, rec_t).parts(L, U, env())
+    # g_s sees the box scaled by 1 - r * delta = 0.8; g_t a box of width 0.2 (u - l) around g_s's centre.
+    s_lower, s_upper = rec_s.boxes[0]
+    assert torch.allclose(s_upper - s_lower, 0.8 * (U - L))
+    t_lower, t_upper = rec_t.boxes[0]
+    assert torch.allclose(t_upper - t_lower, 0.2 * (U - L))
+    assert torch.allclose((t_lower + t_upper) / 2, (s_lower + s_upper) / 2)
+    # With a sampling g_s the sampled box stays inside the input box.
+    rec = Recorder()
+    for seed in range(20):
+        Sample(0.3, 1, Uniform(), rec).parts(L, U, env(seed=seed))
+    assert all((lo >= L - 1e-6).all() and (hi <= U + 1e-6).all() for lo, hi in rec.boxes)
+
+
+def test_bisample_box_reaches_as_far_as_g1():
+    rec = Recorder()
+    g1 = Sub(0.5, BoxGoal())  # UB of the half-size box: centre + half the radius
+    BiSample(g1, rec).parts(L, U, env())
+    lower, upper = rec.boxes[0]
+    assert torch.allclose(upper - lower, 0.5 * (U - L))
+
+
+@pytest.mark.parametrize("goal", [Normal(), Uniform()])
+def test_sampled_points_lie_in_the_box_and_follow_the_generator(goal):
+    lower, upper = torch.zeros(64, 5), torch.ones(64, 5) * 0.1
+    a = goal.alpha(lower, upper, env(seed=3))
+    b = goal.alpha(lower, upper, env(seed=3))
+    assert torch.equal(a, b) and (a >= lower).all() and (a <= upper).all()
+    assert a.std() > 0
+
+
+def test_margins_are_exact_on_points_and_boxes():
+    out = torch.tensor([[1.0, 3.0, 2.0]])
+    target = torch.tensor([1])
+    assert torch.equal(margin_upper(out, target), torch.tensor([[-2.0, 0.0, -1.0]]))
+    box = Box(torch.tensor([[1.0, 3.0, 2.0]]), torch.tensor([[0.5, 1.0, 0.25]]))
+    # ub(y_0 - y_1) = 1 + 0.5 - (3 - 1) = -0.5; ub(y_2 - y_1) = 2.25 - 2 = 0.25
+    assert torch.allclose(margin_upper(box, target), torch.tensor([[-0.5, 0.0, 0.25]]))
+    assert certified(box, target).tolist() == [False]
+    assert certified(Box(out, torch.full_like(out, 0.4)), target).tolist() == [True]
+
+
+def test_zonotope_margins_use_correlation():
+    # y0 = e, y1 = e + 1: intervals overlap, but y1 - y0 = 1 exactly.
+    errors = torch.tensor([[[1.0, 1.0]]])
+    z = HybridZonotope(torch.tensor([[0.0, 1.0]]), torch.zeros(1, 2), errors)
+    assert torch.allclose(margin_upper(z, torch.tensor([1])), torch.tensor([[-1.0, 0.0]]))
+    assert certified(z, torch.tensor([1])).tolist() == [True]
+    assert certified(Box.from_bounds(*z.bounds()), torch.tensor([1])).tolist() == [False]
+
+
+def test_worst_case_loss_bounds_every_point():
+    torch.manual_seed(0)
+    lin = nn.Linear(4, 3)
+    lower, upper = torch.rand(5, 4), torch.rand(5, 4)
+    lower, upper = torch.minimum(lower, upper), torch.maximum(lower, upper)
+    target = torch.randint(0, 3, (5,))
+    center, radius = (lower + upper) / 2, (upper - lower) / 2
+    out = Box(lin(center), radius @ lin.weight.abs().T)
+    worst = worst_case_loss(out, target)
+    for _ in range(50):
+        x = lower + (upper - lower) * torch.rand(5, 4)
+        loss = nn.functional.cross_entropy(lin(x), target, reduction="none")
+        assert (loss <= worst + 1e-6).all()
+
+
+def tiny_model():
+    torch.manual_seed(1)
+    return nn.Sequential(nn.Flatten(), nn.Linear(6, 3))
+
+
+@pytest.mark.parametrize("attack", ["ifgsm", "pgd", "mifgsm"])
+def test_attacks_stay_in_the_box_and_raise_the_loss(attack):
+    model = tiny_model()
+    x = torch.rand(8, 6)
+    target = torch.randint(0, 3, (8,))
+    lower, upper = x - 0.1, x + 0.1
+    if attack == "ifgsm":
+        adv = ifgsm(model, lower, upper, target, 3)
+    elif attack == "pgd":
+        adv = pgd(model, lower, upper, target, 10, generator=torch.Generator().manual_seed(0))
+    else:
+        adv = mifgsm(model, x, lower, upper, target, k=10, step=0.02)
+    assert (adv >= lower - 1e-7).all() and (adv <= upper + 1e-7).all()
+    loss = nn.functional.cross_entropy
+    assert loss(model(adv), target) > loss(model(x), target)
+    assert all(p.grad is None for p in model.parameters())
+
+
+def test_ifgsm_goal_returns_the_attack_point():
+    model = tiny_model()
+    target = torch.randint(0, 3, (4,))
+    lower, upper = torch.zeros(4, 6), torch.full((4, 6), 0.2)
+    point = IFGSM(2).alpha(lower, upper, env(model=model, target=target))
+    assert torch.equal(point, ifgsm(model, lower, upper, target, 2))
