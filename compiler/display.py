@@ -49,7 +49,8 @@ class RunDisplay:
 
         def update(p) -> None:
             rate = p.examples / max(p.seconds, 1e-9)
-            info = f"loss {p.loss:.4f}  eps {p.epsilon:.4g}  t {p.t:.2f}  {rate:,.0f} ex/s"
+            schedules = "".join(f"  {name} {value:.3g}" for name, value in p.schedules.items())
+            info = f"loss {p.loss:.4f}  eps {p.epsilon:.4g}{schedules}  t {p.t:.2f}  {rate:,.0f} ex/s"
             self.progress_bar.update(self.task, completed=p.batch, total=p.batches, info=info)
 
         return update

@@ -195,3 +195,19 @@ class BiSample(Goal):
 
     def __repr__(self) -> str:
         return f"BiSample({self.g1!r}, {self.g2!r})"
+
+
+def schedule_values(goal: Goal, t: float) -> dict[str, float]:
+    """The current value of every schedule inside a goal, named by where it sits (`Mix.weight`, ...)."""
+    from .schedules import Const, Schedule
+
+    values: dict[str, float] = {}
+    work = [goal]
+    while work:
+        node = work.pop(0)
+        for attribute, value in vars(node).items():
+            if isinstance(value, Schedule) and not isinstance(value, Const):
+                values.setdefault(f"{type(node).__name__}.{attribute}", value(t))
+            elif isinstance(value, Goal):
+                work.append(value)
+    return values

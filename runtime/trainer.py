@@ -20,7 +20,7 @@ from torch import Tensor, nn
 from .context import AbstractContext
 from .data import TensorData, augment, batches
 from .evaluate import evaluate
-from .goals import GoalEnv
+from .goals import GoalEnv, schedule_values
 from .losses import worst_case_loss
 from .schedules import as_schedule
 from .scheme import Scheme
@@ -41,6 +41,7 @@ class Progress:
     loss: float
     epsilon: float
     t: float
+    schedules: dict[str, float]
 
 
 class Trainer:
@@ -111,6 +112,7 @@ class Trainer:
                         float(running) / seen,
                         self.epsilon(t),
                         t,
+                        schedule_values(scheme.goal, t),
                     )
                 )
         seconds = time.perf_counter() - started

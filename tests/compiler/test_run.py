@@ -238,7 +238,6 @@ def test_sigterm_keeps_the_last_epoch_and_resume_finishes(tiny_scheme, tmp_path)
     assert len((out / "metrics.jsonl").read_text().splitlines()) == 40
 
 
-@pytest.mark.slow
 def test_quickstart_reaches_its_targets(tmp_path):
     examples = Path(__file__).parents[2] / "examples"
     started = time.time()
@@ -275,4 +274,3 @@ def test_resnet34_completes_an_epoch_on_cpu(tmp_path, monkeypatch):
     assert result.exit_code == 0, result.output
     assert "967,680 neurons, 25,731,082 parameters" in result.output.replace("\n", " ")
     assert json.loads((tmp_path / "out" / "summary.json").read_text())["epochs"] == 1
-
