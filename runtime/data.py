@@ -175,32 +175,49 @@ def _missing(name: str, folder: Path, expected: str, exc: Exception) -> DataErro
     )
 
 
-class _MnistLike(Dataset):
-    classes = 10
+class _Torchvision(Dataset):
+    """A data set torchvision reads from `root`: its two splits as tensors."""
 
-    def _read(self, root: str | None, download: bool) -> TensorData:
+    layout = ""  # how the class stores images: "NHW", "NHWC" or "NCHW"
+    expected = ""  # the files, for the message when they are missing
+
+    def _splits(self, folder: Path, download: bool) -> tuple[object, object]:
         from torchvision import datasets
 
-        folder = _folder(root, self.name)
-        _unpack_gz(folder / self.name / "raw")
         cls = getattr(datasets, self.name)
+        return cls(str(folder), train=True, download=download), cls(
+            str(folder), train=False, download=download
+        )
+
+    @staticmethod
+    def _labels(split) -> Tensor:
+        return torch.as_tensor(np.asarray(split.targets), dtype=torch.int64)
+
+    def _read(self, root: str | None, download: bool) -> TensorData:
+        folder = _folder(root, self.name)
         try:
-            train = cls(str(folder), train=True, download=download)
-            test = cls(str(folder), train=False, download=download)
+            train, test = self._splits(folder, download)
         except _UNREADABLE as exc:
-            raise _missing(
-                self.name,
-                folder,
-                f"{self.name}/raw/{{train,t10k}}-{{images-idx3,labels-idx1}}-ubyte[.gz]",
-                exc,
-            ) from None
+            raise _missing(self.name, folder, self.expected, exc) from None
         return TensorData(
-            _to_images(train.data, "NHW"),
-            train.targets.long(),
-            _to_images(test.data, "NHW"),
-            test.targets.long(),
+            _to_images(train.data, self.layout),
+            self._labels(train),
+            _to_images(test.data, self.layout),
+            self._labels(test),
             self.classes,
         )
+
+
+class _MnistLike(_Torchvision):
+    layout = "NHW"
+
+    @property
+    def expected(self) -> str:
+        return f"{self.name}/raw/{{train,t10k}}-{{images-idx3,labels-idx1}}-ubyte[.gz]"
+
+    def _splits(self, folder: Path, download: bool) -> tuple[object, object]:
+        _unpack_gz(folder / self.name / "raw")
+        return super()._splits(folder, download)
 
 
 class MNIST(_MnistLike):
@@ -211,57 +228,31 @@ class FashionMNIST(_MnistLike):
     name = "FashionMNIST"
 
 
-class _Cifar(Dataset):
-    folder_name = ""
+class CIFAR10(_Torchvision):
+    name, classes, layout = "CIFAR10", 10, "NHWC"
+    expected = "cifar-10-batches-py/ as unpacked from the python tarball"
 
-    def _read(self, root: str | None, download: bool) -> TensorData:
+
+class CIFAR100(_Torchvision):
+    name, classes, layout = "CIFAR100", 100, "NHWC"
+    expected = "cifar-100-python/ as unpacked from the python tarball"
+
+
+class SVHN(_Torchvision):
+    name, layout = "SVHN", "NCHW"
+    expected = "train_32x32.mat and test_32x32.mat"
+
+    def _splits(self, folder: Path, download: bool) -> tuple[object, object]:
         from torchvision import datasets
 
-        folder = _folder(root, self.name)
-        cls = getattr(datasets, self.name)
-        try:
-            train = cls(str(folder), train=True, download=download)
-            test = cls(str(folder), train=False, download=download)
-        except _UNREADABLE as exc:
-            raise _missing(
-                self.name, folder, f"{self.folder_name}/ as unpacked from the python tarball", exc
-            ) from None
-        return TensorData(
-            _to_images(train.data, "NHWC"),
-            torch.tensor(train.targets),
-            _to_images(test.data, "NHWC"),
-            torch.tensor(test.targets),
-            self.classes,
+        return (
+            datasets.SVHN(str(folder), split="train", download=download),
+            datasets.SVHN(str(folder), split="test", download=download),
         )
 
-
-class CIFAR10(_Cifar):
-    name, folder_name, classes = "CIFAR10", "cifar-10-batches-py", 10
-
-
-class CIFAR100(_Cifar):
-    name, folder_name, classes = "CIFAR100", "cifar-100-python", 100
-
-
-class SVHN(Dataset):
-    name = "SVHN"
-
-    def _read(self, root: str | None, download: bool) -> TensorData:
-        from torchvision import datasets
-
-        folder = _folder(root, self.name)
-        try:
-            train = datasets.SVHN(str(folder), split="train", download=download)
-            test = datasets.SVHN(str(folder), split="test", download=download)
-        except _UNREADABLE as exc:
-            raise _missing(self.name, folder, "train_32x32.mat and test_32x32.mat", exc) from None
-        return TensorData(
-            _to_images(train.data, "NCHW"),
-            torch.as_tensor(train.labels),
-            _to_images(test.data, "NCHW"),
-            torch.as_tensor(test.labels),
-            10,
-        )
+    @staticmethod
+    def _labels(split) -> Tensor:
+        return torch.as_tensor(np.asarray(split.labels), dtype=torch.int64)
 
 
 # --- batches --------------------------------------------------------------------------------------------

@@ -1,8 +1,6 @@
 """Lowering checked networks to the runtime: every stdlib network (at reduced width) builds, has the
 parameters the checker counted, runs concretely, and its abstract bounds hold sampled concrete outputs."""
 
-import math
-from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 
@@ -11,34 +9,18 @@ import torch
 
 from daic.compiler.lower import lower_network
 from daic.compiler.network import analyze_net
-from daic.dsl import ast as A
 from daic.dsl.parser import parse_net
 from daic.runtime import AbstractContext, Box, HybridZonotope, ibp_init_
 
+from .narrow import narrowed
+
 NETS = sorted((Path(str(resources.files("daic.stdlib"))) / "nets").glob("*.net"))
-SHRINK = 8
-
-
-def _narrow(layers: tuple[A.Layer, ...], last: A.Layer | None) -> tuple[A.Layer, ...]:
-    """Widths divided by SHRINK (the classifier kept), input_shape annotations dropped."""
-    out = []
-    for layer in layers:
-        params = []
-        for p in layer.params:
-            if p.name == "input_shape":
-                continue
-            if p.name in ("filters", "out") and layer is not last and isinstance(p.value, A.Number):
-                p = replace(p, value=A.Number(max(1, math.ceil(p.value.value / SHRINK))))
-            params.append(p)
-        out.append(replace(layer, params=tuple(params), body=_narrow(layer.body, last)))
-    return tuple(out)
 
 
 def reduced(path: Path):
     tree = parse_net(path.read_text()).tree
     full = analyze_net(tree)
-    narrow = A.NetFile(_narrow(tree.layers, tree.layers[-1]))
-    network = analyze_net(narrow, input_shape=full.input_shape)
+    network = analyze_net(narrowed(tree), input_shape=full.input_shape)
     assert network.diagnostics == [], network.diagnostics
     return network
 

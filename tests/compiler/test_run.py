@@ -7,7 +7,6 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 
@@ -20,31 +19,18 @@ from daic.compiler.lower import lower_network, lower_value
 from daic.compiler.network import analyze_net
 from daic.compiler.program import Program
 from daic.compiler.run import RunError, execute, plan_run
-from daic.dsl import ast as A
 from daic.dsl.parser import parse_net
 from daic.runtime import ibp_init_
 from daic.runtime.data import TensorData
 from daic.runtime.trainer import Trainer
+
+from .narrow import narrowed
 
 STDLIB = Path(str(resources.files("daic.stdlib")))
 SCHEMES = Program().check_text((STDLIB / "schemes.dai").read_text(), str(STDLIB / "schemes.dai"))
 TABLE3 = [
     name for name, info in SCHEMES.schemes.items() if info.node.base is not None or name.startswith("Adv5")
 ]
-
-
-def narrow(layers, last, factor=8):
-    out = []
-    for layer in layers:
-        params = []
-        for p in layer.params:
-            if p.name == "input_shape":
-                continue
-            if p.name in ("filters", "out") and layer is not last and isinstance(p.value, A.Number):
-                p = replace(p, value=A.Number(max(1, math.ceil(p.value.value / factor))))
-            params.append(p)
-        out.append(replace(layer, params=tuple(params), body=narrow(layer.body, last, factor)))
-    return tuple(out)
 
 
 def tiny_cifar(n_train=8, n_test=4):
@@ -69,7 +55,7 @@ def test_table3_schemes_are_all_there():
 def test_every_paper_scheme_trains_one_short_epoch(name):
     info = SCHEMES.schemes[name]
     tree = parse_net(Path(info.net_path).read_text()).tree
-    network = analyze_net(A.NetFile(narrow(tree.layers, tree.layers[-1])), (3, 32, 32), 10)
+    network = analyze_net(narrowed(tree), (3, 32, 32), 10)
     assert network.diagnostics == []
     scheme = lower_value(info.built)
     scheme.batch, scheme.data.augment = 4, scheme.data.augment  # two batches of the tiny data
