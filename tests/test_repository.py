@@ -24,3 +24,12 @@ def test_shipped_sources_are_formatted_and_clean():
     assert CliRunner().invoke(main, ["fmt", "--check", *folders]).exit_code == 0
     result = CliRunner().invoke(main, ["check", *folders])
     assert result.exit_code == 0, result.output
+
+
+def test_readme_quickstart_is_the_example():
+    """The scheme the README shows is the one `daic run examples/quickstart.dai` runs."""
+    readme = (ROOT / "README.md").read_text()
+    shown = readme.split("A training scheme (`examples/quickstart.dai`):\n\n```\n", 1)[1].split("```", 1)[0]
+    example = (ROOT / "examples" / "quickstart.dai").read_text()
+    code = [line for line in example.splitlines() if line.strip() and not line.strip().startswith("#")]
+    assert shown.strip().splitlines() == code
