@@ -116,8 +116,12 @@ def steps(model, x, y, eps: float) -> dict[str, Callable[[], None]]:
     from daic.runtime import AbstractContext
 
     ctx = AbstractContext(training=True)
-    return {"concrete": concrete, "daic Box": daic_box, "LiRPA IBP": lirpa("IBP"),
-            "LiRPA CROWN-IBP": lirpa("CROWN-IBP")}
+    return {
+        "concrete": concrete,
+        "daic Box": daic_box,
+        "LiRPA IBP": lirpa("IBP"),
+        "LiRPA CROWN-IBP": lirpa("CROWN-IBP"),
+    }
 
 
 def measure(functions: dict[str, Callable[[], None]], reps: int) -> dict[str, float]:
@@ -147,8 +151,10 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     patch_auto_lirpa()
-    print(f"torch {torch.__version__}, {args.threads} threads, median of {args.reps} interleaved steps, "
-          f"allocator: {'tuned' if not args.no_malloc_tuning else 'default'}")
+    print(
+        f"torch {torch.__version__}, {args.threads} threads, median of {args.reps} interleaved steps, "
+        f"allocator: {'tuned' if not args.no_malloc_tuning else 'default'}"
+    )
     header = f"{'net':<12}{'batch':>6}{'concrete':>11}{'daic Box':>11}{'LiRPA IBP':>11}{'CROWN-IBP':>11}"
     header += f"{'Box/conc':>10}{'Box/IBP':>9}{'CROWN/conc':>12}"
     print(header)
@@ -160,9 +166,12 @@ def main() -> None:
         y = torch.randint(0, 10, (batch,), generator=generator)
         t = measure(steps(model, x, y, eps=8 / 255 if shape[0] == 3 else 0.1), args.reps)
         ms = {k: 1000 * v for k, v in t.items()}
-        print(f"{key:<12}{batch:>6}{ms['concrete']:>9.1f}ms{ms['daic Box']:>9.1f}ms{ms['LiRPA IBP']:>9.1f}ms"
-              f"{ms['LiRPA CROWN-IBP']:>9.1f}ms{t['daic Box'] / t['concrete']:>10.2f}"
-              f"{t['daic Box'] / t['LiRPA IBP']:>9.2f}{t['LiRPA CROWN-IBP'] / t['concrete']:>12.1f}", flush=True)
+        print(
+            f"{key:<12}{batch:>6}{ms['concrete']:>9.1f}ms{ms['daic Box']:>9.1f}ms{ms['LiRPA IBP']:>9.1f}ms"
+            f"{ms['LiRPA CROWN-IBP']:>9.1f}ms{t['daic Box'] / t['concrete']:>10.2f}"
+            f"{t['daic Box'] / t['LiRPA IBP']:>9.2f}{t['LiRPA CROWN-IBP'] / t['concrete']:>12.1f}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":
