@@ -12,6 +12,7 @@ import sys
 import tempfile
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 
@@ -24,6 +25,11 @@ from . import render
 from .check import check_path, parse_source
 from .elaborate import did_you_mean
 from .sources import UsageError, discover, language_of, read
+
+if TYPE_CHECKING:  # commands that only read sources never import torch
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+
+    from daic.runtime.distributed import Group
 
 
 def _fail_usage(message: str) -> None:
@@ -214,7 +220,22 @@ def show(net: str, input_shape: str | None, classes: int | None) -> None:
 )
 @click.option("--out", type=click.Path(file_okay=False), help="Run folder (default: runs/SCHEME).")
 @click.option("--resume", is_flag=True, help="Continue the run in --out from its last checkpoint.")
+@click.option(
+    "--nproc-per-node",
+    type=click.IntRange(min=1),
+    help="Train with N processes on this machine (DistributedDataParallel through torchrun; one GPU each "
+    "with --device cuda). The scheme's batch is split among them.",
+)
+@click.option(
+    "--amp",
+    type=click.Choice(["bf16", "fp16"]),
+    is_flag=False,
+    flag_value="bf16",
+    help="Mixed precision for the concrete passes (bf16 when given alone); abstract ones stay float32.",
+)
+@click.pass_context
 def run(
+    ctx: click.Context,
     scheme_file: str,
     net: str | None,
     scheme_name: str | None,
@@ -224,11 +245,16 @@ def run(
     device: str,
     out: str | None,
     resume: bool,
+    nproc_per_node: int | None,
+    amp: str | None,
 ) -> None:
     """Train, attack and certify a network with a training scheme."""
-    from .display import RunDisplay
+    from .display import RunDisplay, Silent
     from .run import RunError, execute, plan_run, summary_text
 
+    if nproc_per_node and nproc_per_node > 1:
+        _launch_workers(ctx, nproc_per_node, scheme_file, scheme_name, net, device)
+    group = _join_group(device)
     try:
         plan = plan_run(scheme_file, scheme_name, net)
         folder = Path(out or Path("runs") / plan.scheme.node.name)
@@ -238,16 +264,127 @@ def run(
             epochs=epochs,
             data_root=data_root,
             download=download,
-            device=_device(device),
+            device=str(group.device),
             resume=resume,
-            display=RunDisplay(),
+            display=RunDisplay(processes=group.world) if group.is_main else Silent(),
+            group=group,
+            amp=amp,
         )
-    except UsageError as exc:
+    except (UsageError, RunError) as exc:
+        code = exc.exit_code if isinstance(exc, RunError) else 2
+        if group.is_main:
+            _report(exc)
+        # Every process meets the same error at the same point (it comes from the sources, the options or
+        # rank 0's verdict, which `execute` shares), and rank 0 alone reports it; the others wait for it, so
+        # that torchrun, which stops every process once one has ended, does not cut the report short.
+        # An interrupt may catch the processes anywhere, so then nobody waits.
+        group.close(wait=code != 130)
+        _leave(group, code)
+    group.close()
+    if group.is_main:
+        click.echo(summary_text(summary))
+        click.echo(f"run folder: {folder}", err=True)
+    _leave(group, 0)
+
+
+def _leave(group: Group, code: int) -> None:
+    """Ends a run with `code`. A process of several skips Python's interpreter teardown (`os._exit`, after
+    flushing its output): gloo's threads may still hold tensors then, and freeing those while the
+    interpreter is being torn down now and then aborts a process whose work is all done (pytorch#179291)."""
+    if group.active:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    if code:
+        sys.exit(code)
+
+
+def _report(exc: Exception) -> None:
+    """A run's error on stderr, with its diagnostics."""
+    for d in getattr(exc, "diagnostics", []):
+        click.echo(render.as_text(d, _index_of(d)), err=True)
+    click.echo(f"daic: {exc}", err=True)
+
+
+def _join_group(device: str) -> Group:
+    """This process's group: the one torchrun describes in the environment, or a group of one."""
+    from daic.runtime.distributed import DistributedError, Group, join, launched_world
+
+    if launched_world() == 1:
+        import torch
+
+        return Group(device=torch.device(_device(device)))
+    try:
+        return join(device)
+    except DistributedError as exc:
+        _fail_usage(str(exc))
+
+
+def _launch_workers(
+    ctx: click.Context, nproc: int, scheme_file: str, scheme_name: str | None, net: str | None, device: str
+) -> NoReturn:
+    """`daic run --nproc-per-node N ...`: check what can be checked once, then start N copies of this
+    command (less the option) under torchrun's agent on this machine, and exit with their status."""
+    import torch
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.run import get_args_parser
+    from torch.distributed.run import run as torchrun
+
+    from daic.runtime.distributed import DistributedError, launched_world, local_batch, process_device
+
+    from .lower import lower_value
+    from .run import RunError, plan_run
+
+    if launched_world() > 1:
+        _fail_usage("--nproc-per-node: this process was already started by torchrun")
+    try:
+        # Source errors are reported here, once, rather than by every worker.
+        plan = plan_run(scheme_file, scheme_name, net)
+        local_batch(lower_value(plan.scheme.built).batch, nproc)
+        process_device(device, nproc - 1, torch.cuda.device_count() if torch.cuda.is_available() else 0)
+    except (UsageError, DistributedError) as exc:
         _fail_usage(str(exc))
     except RunError as exc:
         _report_run_error(exc)
-    click.echo(summary_text(summary))
-    click.echo(f"run folder: {folder}", err=True)
+    # torchrun would give every CPU process one thread; share the cores out instead.
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))
+    args = get_args_parser().parse_args(
+        ["--standalone", f"--nproc-per-node={nproc}", "--module", "daic", "run", *_worker_arguments(ctx)]
+    )
+    try:
+        torchrun(args)
+    except ChildFailedError as exc:
+        sys.exit(_exit_status(exc))
+    except SignalException as exc:
+        # Ctrl-C or SIGTERM: torchrun passed it to the workers, whose rank 0 has said what was saved.
+        sys.exit(128 + int(exc.sigval))
+    sys.exit(0)
+
+
+def _worker_arguments(ctx: click.Context) -> list[str]:
+    """This `daic run` command line, rebuilt from its parsed parameters, without --nproc-per-node."""
+    arguments: list[str] = []
+    for param in ctx.command.params:
+        value = ctx.params.get(param.name)
+        if param.name == "nproc_per_node" or value is None or value is False:
+            continue
+        if isinstance(param, click.Argument):
+            arguments.append(str(value))
+        elif isinstance(param, click.Option) and param.is_flag:
+            arguments.append(param.opts[0])
+        else:
+            arguments += [param.opts[0], str(value)]
+    return arguments
+
+
+def _exit_status(failed: ChildFailedError) -> int:
+    """The workers' exit status: the status a worker chose (rank 0's first: it reported why), rather than
+    that of one torchrun stopped with a signal because another had ended."""
+    chosen = {rank: f for rank, f in failed.failures.items() if f.exitcode > 0}
+    failure = chosen.get(0) or min(chosen.values(), key=lambda f: f.timestamp, default=None)
+    code = (failure or failed.get_first_failure()[1]).exitcode
+    return 128 - code if code < 0 else code  # killed by signal s: -s, reported as 128 + s by shells
 
 
 @main.command()

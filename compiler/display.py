@@ -10,8 +10,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 
 class RunDisplay:
-    def __init__(self, console: Console | None = None) -> None:
+    def __init__(self, console: Console | None = None, processes: int = 1) -> None:
         self.console = console or Console()
+        self.processes = processes
         self.progress_bar: Progress | None = None
         self.task = None
         self.columns: list[str] = []
@@ -26,6 +27,11 @@ class RunDisplay:
         c.print(
             f"data: {len(data.train_y):,} training, {len(data.test_y):,} test images; goal {scheme.goal!r}"
         )
+        if self.processes > 1:
+            c.print(
+                f"{self.processes} processes, each {scheme.batch // self.processes} of every batch of "
+                f"{scheme.batch}"
+            )
         if start_epoch:
             c.print(f"resuming after epoch {start_epoch} of {scheme.epochs}")
         for row in history:
@@ -92,3 +98,26 @@ class RunDisplay:
         if self.progress_bar is not None:
             self.progress_bar.stop()
             self.progress_bar = None
+
+
+class Silent:
+    """The display of every process but rank 0 under distributed training: rank 0 alone shows the run."""
+
+    def start(self, plan, scheme, data, start_epoch: int, history: list[dict]) -> None:
+        pass
+
+    def progress(self, epoch: int, epochs: int) -> None:
+        """No callback, so the trainer reads nothing back from the device for display."""
+        return None
+
+    def evaluating(self, column: str, done: int, total: int) -> None:
+        pass
+
+    def epoch_done(self, row: dict) -> None:
+        pass
+
+    def interrupted(self, out: Path) -> None:
+        pass
+
+    def finish(self) -> None:
+        pass

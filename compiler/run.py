@@ -14,8 +14,11 @@ import json
 import signal
 import sys
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
 
 from daic.dsl.diagnostics import Diagnostic
 from daic.dsl.format import format_tree
@@ -26,6 +29,11 @@ from .lower import lower_network, lower_value
 from .network import Network, analyze_net
 from .program import Module, Program, SchemeInfo
 from .sources import read
+
+if TYPE_CHECKING:  # the runtime (and torch) is imported only when a run starts
+    from daic.runtime.distributed import Group
+
+T = TypeVar("T")
 
 
 class RunError(Exception):
@@ -145,8 +153,30 @@ class Interrupted(Exception):
     pass
 
 
-def _raise_interrupt(signum, frame):
-    raise Interrupted()
+class _Termination:
+    """The SIGTERM handler: raises `Interrupted`, except while an epoch's metrics row and checkpoint are
+    being written; a signal then waits until both are on disk, so that the folder never holds a row its
+    checkpoint lacks (resuming would drop it, but a reader in between would see one epoch too many)."""
+
+    def __init__(self) -> None:
+        self.writing = False
+        self.pending = False
+
+    def __call__(self, signum, frame) -> None:
+        if self.writing:
+            self.pending = True
+        else:
+            raise Interrupted()
+
+    @contextmanager
+    def deferred(self) -> Iterator[None]:
+        self.writing = True
+        try:
+            yield
+        finally:
+            self.writing = False
+        if self.pending:
+            raise Interrupted()
 
 
 # --- running -------------------------------------------------------------------------------------------
@@ -162,73 +192,76 @@ def execute(
     device: str,
     resume: bool,
     display,
+    group: Group | None = None,
+    amp: str | None = None,
 ) -> dict:
-    """Train and evaluate; returns the summary. `display` receives progress (see cli.RunDisplay)."""
+    """Train and evaluate; returns the summary. `display` receives progress (see cli.RunDisplay).
+
+    `group` (a `runtime.distributed.Group`) makes this one of several processes training together: each
+    trains on its share of every batch, and only rank 0 writes the run folder and shows progress; the
+    others return rank 0's summary. `amp` ("bf16" or "fp16") runs the concrete passes in mixed precision.
+    """
     import torch
 
     from daic.runtime import ibp_init_
-    from daic.runtime.checkpoint import load, save_atomic
-    from daic.runtime.data import DataError
+    from daic.runtime.checkpoint import load
+    from daic.runtime.distributed import DistributedError, Group, local_batch
     from daic.runtime.trainer import Trainer
 
+    from .display import Silent
+
+    group = group or Group(device=torch.device(device))
+    if not group.is_main:
+        display = Silent()
     scheme = lower_value(plan.scheme.built)
     if epochs is not None:
         scheme.epochs = epochs
+    try:
+        local_batch(scheme.batch, group.world)
+    except DistributedError as exc:
+        raise RunError(str(exc), exit_code=2) from None
     torch.manual_seed(scheme.seed)
     model = lower_network(plan.network)
     ibp_init_(model, seed=scheme.seed)
-    try:
-        data = scheme.data.load(data_root, download)
-    except DataError as exc:
-        raise RunError(str(exc)) from None
+    data = _load_data(scheme, data_root, download, group)
     folder = RunFolder(out)
-    folder.prepare(plan, resume)
-    trainer = Trainer(model, scheme, data, device)
+    _main_first(group, lambda: folder.prepare(plan, resume))
+    trainer = Trainer(model, scheme, data, group=group, amp=amp)
     start = 0
     if resume:
-        state = load(folder.checkpoint, device)
-        model.load_state_dict(state["model"])
-        trainer.optimizer.load_state_dict(state["optimizer"])
+        # Rank 0 reads the checkpoint and hands it round: on several machines only its own holds the folder.
+        state = group.broadcast(load(folder.checkpoint) if group.is_main else None)
+        trainer.load_state_dict(state)
         start = state["epoch"]
-    else:
+    elif group.is_main:
         folder.write_json(
             "run.json",
             {
                 "scheme": plan.scheme.node.name,
                 "seed": scheme.seed,
-                "device": str(device),
+                "device": str(group.device),
+                "processes": group.world,
+                "amp": amp,
                 "epochs": scheme.epochs,
                 "command": sys.argv,
                 "started": time.time(),
             },
         )
-    history = folder.history(start)
+    history = folder.history(start) if group.is_main else []
     display.start(plan, scheme, data, start, history)
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    termination = _Termination()
+    previous = signal.signal(signal.SIGTERM, termination)
     try:
         for epoch in range(start, scheme.epochs):
             row = trainer.train_epoch(epoch, display.progress(epoch, scheme.epochs))
             last = epoch + 1 == scheme.epochs
             if last or (epoch + 1) % scheme.test_every == 0:
                 row.update(trainer.evaluate(on_progress=display.evaluating))
-            # Metrics first: a crash between the two leaves a row the checkpoint does not cover, which
-            # `history` drops on resume, rather than a checkpoint whose epoch has no row.
-            folder.append_metrics(row)
-            save_atomic(
-                {
-                    "model": model.state_dict(),
-                    "optimizer": trainer.optimizer.state_dict(),
-                    "epoch": epoch + 1,
-                    "scheme": plan.scheme.node.name,
-                    "seed": scheme.seed,
-                    "dataset": plan.scheme.built.args["data"].decl.name,
-                    "epsilon": trainer.epsilon(epoch + 1),
-                    "relu": scheme.relu,
-                },
-                folder.checkpoint,
-            )
-            history.append(row)
-            display.epoch_done(row)
+            with termination.deferred():
+                if group.is_main:
+                    _save_epoch(folder, row, trainer, plan, scheme)
+                history.append(row)
+                display.epoch_done(row)
     except (KeyboardInterrupt, Interrupted):
         display.interrupted(out)
         raise RunError(
@@ -237,11 +270,66 @@ def execute(
     finally:
         signal.signal(signal.SIGTERM, previous)
         display.finish()
-    summary = summarize(history)
-    folder.write_json("summary.json", summary)
-    (out / "summary.txt").write_text(summary_text(summary) + "\n")
-    plot_metrics(history, out / "metrics.png")
-    return summary
+    summary = summarize(history) if group.is_main else None
+    if group.is_main:
+        folder.write_json("summary.json", summary)
+        (out / "summary.txt").write_text(summary_text(summary) + "\n")
+        plot_metrics(history, out / "metrics.png")
+    return group.broadcast(summary)
+
+
+def _save_epoch(folder: RunFolder, row: dict, trainer, plan: Plan, scheme) -> None:
+    """The epoch's metrics row, then its checkpoint. Metrics first: a crash between the two leaves a row the
+    checkpoint does not cover, which `history` drops on resume, rather than a checkpoint whose epoch has
+    no row."""
+    from daic.runtime.checkpoint import save_atomic
+
+    folder.append_metrics(row)
+    save_atomic(
+        {
+            **trainer.state_dict(),
+            "epoch": row["epoch"],
+            "scheme": plan.scheme.node.name,
+            "seed": scheme.seed,
+            "dataset": plan.scheme.built.args["data"].decl.name,
+            "epsilon": trainer.epsilon(row["epoch"]),
+            "relu": scheme.relu,
+        },
+        folder.checkpoint,
+    )
+
+
+def _main_first(group: Group, action: Callable[[], T]) -> T | None:
+    """Runs `action` on rank 0 alone and tells the other processes whether it failed, so that a problem
+    only rank 0 sees (a run folder in the way, no checkpoint to resume, a failed download) stops every
+    process with rank 0's message instead of leaving the others waiting for it."""
+    result, failure = None, None
+    if group.is_main:
+        try:
+            result = action()
+        except RunError as exc:
+            failure = exc
+    message = group.broadcast(None if failure is None else (str(failure), failure.exit_code))
+    if failure is not None:
+        raise failure
+    if message is not None:
+        raise RunError(message[0], exit_code=message[1])
+    return result
+
+
+def _load_data(scheme, data_root: str | None, download: bool, group: Group):
+    """The data set, read by every process; rank 0 reads (and, with --download, fetches) it first, so
+    that processes on one machine never download into the same folder at once."""
+    from daic.runtime.data import DataError
+
+    def read():
+        try:
+            return scheme.data.load(data_root, download)
+        except DataError as exc:
+            raise RunError(str(exc)) from None
+
+    data = _main_first(group, read)
+    return data if group.is_main else read()
 
 
 def summarize(history: list[dict]) -> dict:

@@ -10,6 +10,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .data import to_device
+
 
 def _input_grad(model: nn.Module, x: Tensor, target: Tensor) -> Tensor:
     x = x.detach().requires_grad_(True)
@@ -48,7 +50,7 @@ def pgd(
     alpha = radius * (2.5 / k) if step is None else torch.full_like(radius, step)
     best = (lower + upper) / 2
     for _ in range(restarts):
-        noise = torch.rand(lower.shape, generator=generator, device="cpu", dtype=lower.dtype).to(lower.device)
+        noise = to_device(torch.rand(lower.shape, generator=generator, dtype=lower.dtype), lower.device)
         x = lower + (upper - lower) * noise
         for _ in range(k):
             x = _clip(x + alpha * _input_grad(model, x, target).sign(), lower, upper)

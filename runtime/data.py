@@ -39,6 +39,14 @@ class TensorData:
         return tuple(self.train_x.shape[1:])
 
 
+def to_device(tensor: Tensor, device: torch.device) -> Tensor:
+    """A host tensor (random draws come from CPU generators, so that runs reproduce on any device) on the
+    device without making the host wait: pinned memory is what lets the copy run asynchronously."""
+    if device.type != "cuda":
+        return tensor.to(device)
+    return tensor.pin_memory().to(device, non_blocking=True)
+
+
 # --- augmentations --------------------------------------------------------------------------------------
 
 
@@ -52,8 +60,8 @@ class RandomCrop:
         n, c, h, w = x.shape
         p, s = self.padding, self.size
         padded = F.pad(x, (p, p, p, p))
-        top = torch.randint(0, h + 2 * p - s + 1, (n,), generator=generator).to(x.device)
-        left = torch.randint(0, w + 2 * p - s + 1, (n,), generator=generator).to(x.device)
+        top = to_device(torch.randint(0, h + 2 * p - s + 1, (n,), generator=generator), x.device)
+        left = to_device(torch.randint(0, w + 2 * p - s + 1, (n,), generator=generator), x.device)
         rows = top[:, None] + torch.arange(s, device=x.device)
         cols = left[:, None] + torch.arange(s, device=x.device)
         by_rows = padded.gather(2, rows[:, None, :, None].expand(n, c, s, w + 2 * p))
@@ -67,7 +75,7 @@ class HorizontalFlip:
     """Flips each image left to right with probability 1/2."""
 
     def __call__(self, x: Tensor, generator: torch.Generator) -> Tensor:
-        flip = (torch.rand(x.shape[0], generator=generator) < 0.5).to(x.device)
+        flip = to_device(torch.rand(x.shape[0], generator=generator) < 0.5, x.device)
         return torch.where(flip[:, None, None, None], x.flip(3), x)
 
     def __repr__(self) -> str:

@@ -14,6 +14,7 @@ import torch
 from torch import Tensor, nn
 
 from .attacks import ifgsm
+from .data import to_device
 from .domains import HybridZonotope
 from .schedules import ScheduleLike, as_schedule
 
@@ -43,7 +44,7 @@ def _noise(like: Tensor, env: GoalEnv, kind: str) -> Tensor:
         sample = torch.randn(shape, generator=env.generator, dtype=like.dtype)
     else:
         sample = torch.rand(shape, generator=env.generator, dtype=like.dtype) * 2 - 1
-    return sample.to(like.device)
+    return to_device(sample, like.device)
 
 
 class Goal:

@@ -1,29 +1,37 @@
 """The training loop: goals to losses, one optimizer step per batch, evaluation every N epochs.
 
 Every random choice of an epoch (data order, augmentation, sampled goals, attacks' starts) comes from one
-generator seeded by (seed, epoch), so an epoch is the same whether or not the run was resumed before it.
+generator seeded by (seed, epoch), so an epoch is the same whether or not the run was resumed before it,
+and (see `distributed`) whether one process trains or several.
 The loss stays on the device between batches; it is read back only every `log_every` batches, so a step
 on a GPU does not wait for the host.
 """
 
 from __future__ import annotations
 
+import inspect
 import math
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .context import AbstractContext
-from .data import TensorData, augment, batches
+from .data import TensorData, augment
+from .distributed import GlobalDraws, Group, evaluation_share, gather, local_batch, shard
 from .evaluate import evaluate
 from .goals import GoalEnv, schedule_values
 from .losses import worst_case_loss
 from .schedules import as_schedule
 from .scheme import Scheme
+
+# `--amp` choices. bf16 keeps float32's exponent range, so it needs no loss scaling; fp16 does (GradScaler).
+AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 def epoch_generator(seed: int, epoch: int) -> torch.Generator:
@@ -44,34 +52,69 @@ class Progress:
     schedules: dict[str, float]
 
 
-class Trainer:
+class _Autocast:
+    """The network's concrete forward under autocast, returning float32 logits: what the goals' attacks
+    (IFGSM) call. An attack only has to find a good point, so reduced precision cannot hurt soundness."""
+
+    def __init__(self, model: nn.Module, dtype: torch.dtype) -> None:
+        self.model, self.dtype = model, dtype
+
+    def __call__(self, x: Tensor) -> Tensor:
+        with torch.autocast(x.device.type, dtype=self.dtype):
+            return self.model(x).float()
+
+
+class LossModule(nn.Module):
+    """The scheme's loss on one batch, as the `forward` of a module.
+
+    DistributedDataParallel only hooks `forward`: it readies its gradient all-reduce for the backward of
+    what a forward returned. Abstract passes (`model.abstract(...)`) never call the network's own forward,
+    so wrapping the network itself would miss them; wrapping this module puts every use of the parameters
+    in a step, concrete and abstract, inside one forward.
+
+    With `amp_dtype`, only concrete passes run under autocast. Abstract propagation stays in float32:
+    bf16 keeps 8 significant bits, a relative rounding error of 0.4%, as large as a box of eps = 1/255 is
+    wide, so bounds computed in it would train on rounding noise; and the interval and zonotope transformers
+    are only sound for exact arithmetic, which float32 approximates far below any eps (certification
+    itself reruns everything in float64; see `evaluate`).
+    """
+
     def __init__(
         self,
         model: nn.Module,
         scheme: Scheme,
-        data: TensorData,
-        device: torch.device | str = "cpu",
-        log_every: int = 10,
+        value_range: tuple[float, float],
+        amp_dtype: torch.dtype | None = None,
     ) -> None:
-        self.model = model.to(device)
+        super().__init__()
+        self.model = model
         self.scheme = scheme
-        self.data = data
-        self.device = torch.device(device)
-        self.optimizer = scheme.optimizer.build(self.model.parameters())
         self.epsilon = as_schedule(scheme.epsilon)
-        self.log_every = log_every
+        self.value_range = value_range
+        self.amp_dtype = amp_dtype
 
-    def loss(self, x: Tensor, y: Tensor, t: float, generator: torch.Generator) -> Tensor:
-        """The scheme's loss on one batch at training time t (fractional epoch)."""
-        a, b = self.data.value_range
+    def concrete(self, x: Tensor) -> Tensor:
+        if self.amp_dtype is None:
+            return self.model(x)
+        with torch.autocast(x.device.type, dtype=self.amp_dtype):
+            return self.model(x).float()
+
+    def forward(
+        self, x: Tensor, y: Tensor, t: float, generator: torch.Generator, draws: GlobalDraws | None = None
+    ) -> Tensor:
+        """The loss at training time t (fractional epoch); `draws` is entered while the goal samples."""
+        a, b = self.value_range
         eps = self.epsilon(t)
         lower, upper = (x - eps).clamp(min=a), (x + eps).clamp(max=b)
-        env = GoalEnv(self.model, y, t, generator)
+        attacked = self.model if self.amp_dtype is None else _Autocast(self.model, self.amp_dtype)
+        env = GoalEnv(attacked, y, t, generator)
+        with draws if draws is not None else nullcontext():
+            parts = self.scheme.goal.parts(lower, upper, env)
         ctx = AbstractContext(training=True, t=t, relu=self.scheme.relu)
         total = x.new_zeros(())
-        for part in self.scheme.goal.parts(lower, upper, env):
+        for part in parts:
             if isinstance(part.value, Tensor):
-                part_loss = F.cross_entropy(self.model(part.value), y)
+                part_loss = F.cross_entropy(self.concrete(part.value), y)
             else:
                 part_loss = worst_case_loss(self.model.abstract(part.value, ctx), y).mean()
             total = total + part.weight * part_loss
@@ -79,51 +122,137 @@ class Trainer:
             total = total + deep
         return total
 
+
+class Trainer:
+    """Trains `model` with `scheme` on `data`, alone or as one process of a `group` (then `device` is the
+    group's). Every process holds the whole data set and trains on its share of each global batch."""
+
+    def __init__(
+        self,
+        model: nn.Module,
+        scheme: Scheme,
+        data: TensorData,
+        device: torch.device | str = "cpu",
+        log_every: int = 10,
+        group: Group | None = None,
+        amp: str | None = None,
+    ) -> None:
+        self.group = group or Group(device=torch.device(device))
+        self.device = self.group.device
+        self.model = model.to(self.device)
+        self.scheme = scheme
+        self.data = data
+        self.log_every = log_every
+        self.local_batch = local_batch(scheme.batch, self.group.world)
+        self.loss_module = LossModule(self.model, scheme, data.value_range, AMP_DTYPES[amp] if amp else None)
+        self.step_module = self._data_parallel(self.loss_module) if self.group.active else self.loss_module
+        self.optimizer = scheme.optimizer.build(self.model.parameters())
+        # fp16 overflows where float32 does not: scale the loss up, and skip steps whose gradients overflowed.
+        self.scaler = torch.amp.GradScaler(self.device.type) if amp == "fp16" else None
+        self.epsilon = self.loss_module.epsilon
+
+    def _data_parallel(self, module: nn.Module) -> nn.Module:
+        from torch.nn.parallel import DistributedDataParallel
+
+        return DistributedDataParallel(
+            module,
+            device_ids=[self.device.index] if self.device.type == "cuda" else None,
+            # Every parameter gets a gradient in every step: each part of a goal runs the whole network,
+            # concretely or abstractly, and abstract layers and DeepLoss own no parameters. So DDP need not
+            # walk the autograd graph after each forward looking for unused ones.
+            find_unused_parameters=False,
+            **_no_buffer_sync(),
+        )
+
+    def loss(self, x: Tensor, y: Tensor, t: float, generator: torch.Generator) -> Tensor:
+        """The scheme's loss on one batch at training time t (fractional epoch), in this process."""
+        return self.loss_module(x, y, t, generator)
+
+    def state_dict(self) -> dict[str, Any]:
+        """What a checkpoint holds: the plain (unwrapped) network's state, so that a run may be resumed by
+        any number of processes, and the optimizer's (and the loss scaler's, with fp16)."""
+        state = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()}
+        if self.scaler is not None:
+            state["scaler"] = self.scaler.state_dict()
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        if self.scaler is not None and "scaler" in state:
+            self.scaler.load_state_dict(state["scaler"])
+
     def train_epoch(
         self, epoch: int, on_progress: Callable[[Progress], None] | None = None
     ) -> dict[str, float]:
-        scheme, data = self.scheme, self.data
+        scheme, data, group = self.scheme, self.data, self.group
         self.model.train()
         base_lr = scheme.optimizer.lr
         lr = scheme.lr.apply(self.optimizer, base_lr, epoch) if scheme.lr else base_lr
         generator = epoch_generator(scheme.seed, epoch)
         n = len(data.train_y)
-        count = math.ceil(n / scheme.batch)
-        running = torch.zeros((), device=self.device)
-        seen = 0
+        mine = shard(torch.randperm(n, generator=generator), group.rank, group.world)
+        steps = math.ceil(len(mine) / self.local_batch)
+        draws = GlobalDraws(generator, group.rank, group.world) if group.active else None
+        transforms = data_augment(scheme)
+        running = torch.zeros((), device=self.device)  # this process's sum of loss x examples
+        seen = 0  # examples of all processes so far
         started = time.perf_counter()
-        for i, (x, y) in enumerate(batches(data.train_x, data.train_y, scheme.batch, generator)):
-            x = augment(x.to(self.device, non_blocking=True), data_augment(scheme), generator)
-            y = y.to(self.device, non_blocking=True)
+        for i in range(steps):
+            pick = mine[i * self.local_batch : (i + 1) * self.local_batch]
+            x, y = gather(data.train_x, pick, self.device), gather(data.train_y, pick, self.device)
+            if draws is not None:
+                draws.local = len(pick)
+            with draws if draws is not None else nullcontext():
+                x = augment(x, transforms, generator)
             t = epoch + seen / n
-            loss = self.loss(x, y, t, generator)
-            self.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            self.optimizer.step()
-            running += loss.detach() * len(y)
-            seen += len(y)
-            if on_progress and ((i + 1) % self.log_every == 0 or i + 1 == count):
-                on_progress(
-                    Progress(
-                        i + 1,
-                        count,
-                        seen,
-                        time.perf_counter() - started,
-                        float(running) / seen,
-                        self.epsilon(t),
-                        t,
-                        schedule_values(scheme.goal, t),
+            loss = self._step(x, y, t, generator, draws)
+            running += loss.detach() * len(pick)
+            seen += len(pick) * group.world
+            logging = (i + 1) % self.log_every == 0 or i + 1 == steps
+            # Every process joins the reduction (a collective), even those that show nothing.
+            if logging and (on_progress is not None or group.active):
+                total = group.sum(running)
+                if on_progress is not None:
+                    on_progress(
+                        Progress(
+                            i + 1,
+                            steps,
+                            seen,
+                            time.perf_counter() - started,
+                            float(total) / seen,
+                            self.epsilon(t),
+                            t,
+                            schedule_values(scheme.goal, t),
+                        )
                     )
-                )
         seconds = time.perf_counter() - started
         return {
             "epoch": epoch + 1,
-            "loss": float(running) / max(1, seen),
+            "loss": float(group.sum(running)) / max(1, seen),
             "lr": lr,
             "epsilon": self.epsilon(epoch + 1),
             "seconds": seconds,
             "examples_per_s": seen / max(seconds, 1e-9),
         }
+
+    def _step(
+        self, x: Tensor, y: Tensor, t: float, generator: torch.Generator, draws: GlobalDraws | None
+    ) -> Tensor:
+        """One optimizer step; under DDP the backward also averages the gradients over the processes (each
+        loss is its process's mean over equally many examples, so the average is the global batch's mean)."""
+        loss = self.step_module(x, y, t, generator, draws)
+        self.optimizer.zero_grad(set_to_none=True)
+        if self.scaler is None:
+            loss.backward()
+            self.optimizer.step()
+        else:
+            # GradScaler.step reads back whether any gradient overflowed: one wait per step, the price of
+            # fp16 (bf16 needs no scaler).
+            self.scaler.scale(loss).backward()
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        return loss
 
     def evaluate(
         self,
@@ -131,18 +260,40 @@ class Trainer:
         on_progress: Callable[[str, int, int], None] | None = None,
         batch: int | None = None,
     ) -> dict[str, float]:
+        """Percent of test images passing each test; several processes each test a share and add up."""
         eps = self.epsilon(self.scheme.epochs) if epsilon is None else epsilon
-        return evaluate(
+        share = evaluation_share(len(self.data.test_y), self.group.rank, self.group.world)
+        x, y = self.data.test_x[share], self.data.test_y[share]
+        results = evaluate(
             self.model,
             self.scheme.test,
-            self.data.test_x,
-            self.data.test_y,
+            x,
+            y,
             eps,
             self.data.value_range,
             batch or max(self.scheme.batch, 100),
             self.scheme.relu,
             on_progress,
         )
+        if not self.group.active:
+            return results
+        # evaluate() gives percentages of this share; the counts behind them are integers, recovered exactly
+        # by rounding (100 * k / n * n / 100 is within a few ulps of k).
+        counts = [round(p * len(y) / 100) for p in results.values()] + [len(y)]
+        totals = self.group.sum(torch.tensor(counts, dtype=torch.int64, device=self.device)).tolist()
+        n = max(1, totals[-1])
+        return {column: 100.0 * k / n for column, k in zip(results, totals[:-1], strict=True)}
+
+
+def _no_buffer_sync() -> dict[str, bool]:
+    """DDP's option not to broadcast buffers before each forward: nothing in a daic network changes its
+    buffers while training (no batch norm; Normalize's mean and std are constants). Newer PyTorch renames
+    the option."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    if "forward_sync_buffers" in inspect.signature(DistributedDataParallel).parameters:
+        return {"forward_sync_buffers": False}
+    return {"broadcast_buffers": False}
 
 
 def data_augment(scheme: Scheme) -> list:

@@ -1,0 +1,137 @@
+"""The trainer's loss module and mixed precision: concrete passes may run in bf16/fp16, abstract ones always
+in float32; checkpoints hold the plain network; and (on a GPU) a step never waits for the device."""
+
+import math
+
+import pytest
+import torch
+
+from daic.runtime import CorrelateAll, Flatten, Linear, ReLU, Sequential
+from daic.runtime.data import Digits, TensorData
+from daic.runtime.distributed import Group
+from daic.runtime.evaluate import Accuracy, BoxDomain, Verify
+from daic.runtime.goals import IFGSM, Box, Mix, Point, Sub
+from daic.runtime.optim import Adam
+from daic.runtime.scheme import Scheme
+from daic.runtime.trainer import LossModule, Trainer, epoch_generator
+
+
+def tiny_net():
+    torch.manual_seed(0)
+    return Sequential(Flatten(), Linear(64, 32), ReLU(), CorrelateAll(only_train=True), Linear(32, 10))
+
+
+def tiny_data(n_train=32, n_test=16):
+    g = torch.Generator().manual_seed(0)
+    return TensorData(
+        torch.rand(n_train, 1, 8, 8, generator=g),
+        torch.randint(0, 10, (n_train,), generator=g),
+        torch.rand(n_test, 1, 8, 8, generator=g),
+        torch.randint(0, 10, (n_test,), generator=g),
+        10,
+    )
+
+
+def scheme(goal=None, batch=8):
+    return Scheme(
+        data=Digits(),
+        epsilon=0.05,
+        goal=goal or Mix(Mix(Point(), IFGSM(2), 0.5), Sub(0.5, Box()), 0.5),
+        epochs=1,
+        batch=batch,
+        optimizer=Adam(lr=0.01),
+        test=[Accuracy(), Verify(BoxDomain())],
+    )
+
+
+class Spy:
+    """Records, for every concrete and abstract pass, the dtype it produced and whether autocast was on."""
+
+    def __init__(self, model):
+        self.concrete, self.abstract = [], []
+        inner_abstract = model.abstract
+        model.register_forward_hook(
+            lambda _m, _i, out: self.concrete.append((out.dtype, torch.is_autocast_enabled("cpu")))
+        )
+
+        def abstract(value, ctx):
+            autocast = torch.is_autocast_enabled("cpu")
+            out = inner_abstract(value, ctx)
+            self.abstract.append((out.head.dtype, out.beta.dtype, autocast))
+            return out
+
+        model.abstract = abstract
+
+
+@pytest.mark.parametrize(("amp", "dtype"), [(None, torch.float32), ("bf16", torch.bfloat16)])
+def test_only_concrete_passes_run_in_reduced_precision(amp, dtype):
+    model = tiny_net()
+    spy = Spy(model)
+    trainer = Trainer(model, scheme(), tiny_data(), amp=amp)
+    data = trainer.data
+    loss = trainer.loss(data.train_x[:8], data.train_y[:8], 0.5, epoch_generator(0, 0))
+    assert loss.dtype == torch.float32 and math.isfinite(loss.item())
+    # The point, the IFGSM point and its 2 attack steps: 4 concrete passes, all under autocast with amp.
+    assert spy.concrete == [(dtype, amp is not None)] * 4
+    assert spy.abstract == [(torch.float32, torch.float32, False)]
+
+
+def test_bf16_training_stays_close_to_float32():
+    rows = {}
+    for amp in (None, "bf16"):
+        trainer = Trainer(tiny_net(), scheme(), tiny_data(), amp=amp)
+        rows[amp] = [trainer.train_epoch(e)["loss"] for e in range(3)]
+    assert rows[None][-1] < rows[None][0]  # it learns
+    assert rows["bf16"] == pytest.approx(rows[None], rel=0.05)
+
+
+def test_fp16_scales_the_loss_and_checkpoints_the_scaler():
+    trainer = Trainer(tiny_net(), scheme(), tiny_data(), amp="fp16")
+    before = [p.detach().clone() for p in trainer.model.parameters()]
+    row = trainer.train_epoch(0)
+    assert math.isfinite(row["loss"])
+    assert any(not torch.equal(a, b) for a, b in zip(before, trainer.model.parameters(), strict=True))
+    state = trainer.state_dict()
+    assert state["scaler"]["scale"] == trainer.scaler.get_scale() > 1
+    again = Trainer(tiny_net(), scheme(), tiny_data(), amp="fp16")
+    again.load_state_dict(state)
+    assert again.scaler.get_scale() == trainer.scaler.get_scale()
+    pairs = zip(again.model.parameters(), trainer.model.parameters(), strict=True)
+    assert all(torch.equal(a, b) for a, b in pairs)
+
+
+def test_checkpoints_hold_the_plain_network():
+    model = tiny_net()
+    trainer = Trainer(model, scheme(), tiny_data())
+    assert trainer.state_dict()["model"].keys() == model.state_dict().keys()
+    assert isinstance(trainer.loss_module, LossModule) and trainer.step_module is trainer.loss_module
+
+
+def test_a_group_of_one_trains_like_the_plain_trainer():
+    rows = []
+    for group in (None, Group(device=torch.device("cpu"))):
+        trainer = Trainer(tiny_net(), scheme(), tiny_data(), group=group)
+        rows.append([trainer.train_epoch(0), trainer.evaluate()])
+        rows[-1][0].pop("seconds"), rows[-1][0].pop("examples_per_s")
+    assert rows[0] == rows[1]
+    assert 0 <= rows[0][1]["Ver Box"] <= rows[0][1]["Acc"] <= 100
+
+
+def test_progress_reports_every_few_batches_with_the_running_loss():
+    seen = []
+    trainer = Trainer(tiny_net(), scheme(batch=4), tiny_data(), log_every=3)
+    row = trainer.train_epoch(0, seen.append)
+    assert [p.batch for p in seen] == [3, 6, 8] and seen[-1].examples == 32
+    assert seen[-1].loss == pytest.approx(row["loss"])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_a_training_step_never_waits_for_the_gpu():
+    """With a goal that samples nothing, no step reads from the device (progress is off)."""
+    trainer = Trainer(tiny_net(), scheme(), tiny_data(), device="cuda", log_every=10**6)
+    trainer.train_epoch(0)  # warm-up: the first steps allocate and choose kernels
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        trainer.train_epoch(1, None)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
