@@ -4,13 +4,22 @@
 
 Per network and mode, a step is: forward, the loss (cross-entropy; for Box/HZ on the worst-case logits of
 the interval concretization), backward. Modes are interleaved within each repetition (so that drift in
-machine load hits them alike) and the median is printed, with the ratio to the concrete step.
+machine load hits them alike) and the median is printed, with the ratio to the concrete step. The ratio's
+denominator, ``concrete``, is the plain network (an ordinary ``nn.Module``, NCHW). For reference,
+``concrete_cl`` is the same network and input converted to channels-last, the layout PyTorch's CPU
+convolutions compute in (the abstract passes use it for their maps on the CPU, see ``layers.affine``); it is
+not a denominator.
 
 CPU allocations: PyTorch's CPU allocator has no cache, and glibc returns every large block to the kernel on
 free, so each step pays page faults for all its fresh tensors (the GPU's caching allocator does not). On the
 CPU the benchmark therefore re-runs itself with glibc told to keep freed memory (``MALLOC_MMAP_THRESHOLD_``,
 ``MALLOC_TRIM_THRESHOLD_``, ``MALLOC_TOP_PAD_``; ``--no-malloc-tuning`` turns this off). It applies to all
 modes alike; without it the abstract modes, which allocate more, look up to 1.5x slower relative to concrete.
+
+HBox certification (``--hbox-nets``): seconds per image of `evaluate` with ``Verify(HBoxDomain())`` (the
+exact input zonotope, one correlated term per input dimension, on the float64 copy evaluate makes), and the
+ratio to one batch-1 concrete forward of the float32 network without gradients, timed around each
+certification run (interleaved as well). The images are random, like the training inputs.
 
 Peak memory: on CUDA, ``torch.cuda.max_memory_allocated`` around each step (in the same run). On the CPU
 there is no allocator statistic, so each (network, mode) runs two steps in a fresh subprocess and reports
@@ -20,6 +29,7 @@ the growth of the peak resident set (VmHWM) over the resident set just before th
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import statistics
@@ -47,6 +57,7 @@ from daic.runtime import (
     Sequential,
     ibp_init_,
 )
+from daic.runtime.evaluate import HBoxDomain, Verify, evaluate
 
 CIFAR_MEAN, CIFAR_STD = [0.4914, 0.4822, 0.4465], [0.2023, 0.1994, 0.201]
 
@@ -122,7 +133,7 @@ NETS: dict[str, tuple[Callable[[], Sequential], tuple[int, int, int], int, float
     "resnettiny": (lambda: resnet_tiny(False), (3, 32, 32), 50, 8 / 255),
     "resnettiny_fewcombo": (lambda: resnet_tiny(True), (3, 32, 32), 50, 8 / 255),
 }
-MODES = ("concrete", "box", "hz")
+MODES = ("concrete", "concrete_cl", "box", "hz")
 
 
 def worst_case_loss(lower: torch.Tensor, upper: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -138,11 +149,16 @@ def make_step(name: str, device: str) -> tuple[Callable[[str], None], Sequential
     x = torch.rand((batch, *shape), generator=g).to(device)
     target = torch.randint(0, 10, (batch,), generator=g).to(device)
     lower, upper = (x - eps).clamp(0, 1), (x + eps).clamp(0, 1)
+    net_cl = copy.deepcopy(net).to(memory_format=torch.channels_last)
+    x_cl = x.contiguous(memory_format=torch.channels_last)
 
     def step(mode: str) -> None:
         net.zero_grad(set_to_none=True)
+        net_cl.zero_grad(set_to_none=True)
         if mode == "concrete":
             loss = F.cross_entropy(net(x), target)
+        elif mode == "concrete_cl":
+            loss = F.cross_entropy(net_cl(x_cl), target)
         else:
             ctx = AbstractContext(training=True, t=0.0, relu="hybrid")
             value = (
@@ -232,6 +248,45 @@ def bench(name: str, device: str, reps: int, threads: int) -> dict[str, dict[str
     }
 
 
+def bench_hbox(name: str, device: str, reps: int, images: int) -> dict[str, float]:
+    """Seconds per image of HBox certification, and the ratio to one batch-1 concrete forward."""
+    builder, shape, _, eps = NETS[name]
+    net = ibp_init_(builder(), seed=0).to(device).eval()
+    exact = copy.deepcopy(net).double()  # what evaluate() verifies on; made once, outside the timing
+    g = torch.Generator().manual_seed(0)
+    x = torch.rand((images, *shape), generator=g).to(device)
+    y = torch.randint(0, 10, (images,), generator=g).to(device)
+    one = x[:1]
+
+    def concrete_forward() -> float:
+        with torch.no_grad():
+            sync(device)
+            start = time.perf_counter()
+            net(one)
+            sync(device)
+        return time.perf_counter() - start
+
+    def certify() -> float:
+        sync(device)
+        start = time.perf_counter()
+        evaluate(exact, [Verify(HBoxDomain())], x, y, eps, (0.0, 1.0), batch=images)
+        sync(device)
+        return (time.perf_counter() - start) / images
+
+    for _ in range(5):
+        concrete_forward()
+    certify()  # warm-up
+    forward_times: list[float] = []
+    certify_times: list[float] = []
+    for _ in range(reps):
+        forward_times += [concrete_forward() for _ in range(20)]
+        certify_times.append(certify())
+    forward_times += [concrete_forward() for _ in range(20)]
+    per_image, forward = statistics.median(certify_times), statistics.median(forward_times)
+    batch = Verify(HBoxDomain()).batch_size(exact, shape, images)
+    return {"per_image_s": per_image, "forward_s": forward, "ratio": per_image / forward, "batch": batch}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -240,6 +295,9 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=7)
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--nets", default=",".join(NETS))
+    parser.add_argument("--hbox-nets", default="convbig,resnettiny", help="HBox certification; '' skips")
+    parser.add_argument("--hbox-images", type=int, default=4, help="images per certification run")
+    parser.add_argument("--hbox-reps", type=int, default=3)
     parser.add_argument("--no-malloc-tuning", action="store_true", help="CPU: keep glibc's defaults")
     parser.add_argument("--peak-child", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -260,13 +318,26 @@ def main() -> None:
     print(f"{args.reps} interleaved repetitions per mode, median step time")
     memory = "peak allocated" if args.device.startswith("cuda") else "peak RSS growth"
     print(f"{'network':<22}{'mode':<10}{'step ms':>10}{'x concrete':>12}{memory:>18}")
-    for name in args.nets.split(","):
+    for name in filter(None, args.nets.split(",")):
         results = bench(name, args.device, args.reps, args.threads)
         for mode, r in results.items():
             print(
                 f"{name:<22}{mode:<10}{r['median_s'] * 1e3:>10.1f}{r['ratio']:>12.2f}"
                 f"{r['peak_bytes'] / 2**20:>15.0f} MiB"
             )
+        sys.stdout.flush()
+    hbox_nets = [n for n in args.hbox_nets.split(",") if n]
+    if hbox_nets:
+        runs = f"{args.hbox_images} random images per run, median of {args.hbox_reps} runs"
+        print(f"\nHBox certification (float64), {runs}")
+        header = f"{'network':<22}{'s/image':>10}{'images/s':>10}{'batch-1 fwd ms':>16}{'x fwd':>10}"
+        print(f"{header}{'batch':>7}")
+    for name in hbox_nets:
+        r = bench_hbox(name, args.device, args.hbox_reps, args.hbox_images)
+        print(
+            f"{name:<22}{r['per_image_s']:>10.3f}{1 / r['per_image_s']:>10.2f}{r['forward_s'] * 1e3:>16.2f}"
+            f"{r['ratio']:>10.0f}{r['batch']:>7}"
+        )
         sys.stdout.flush()
 
 

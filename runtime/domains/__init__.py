@@ -6,7 +6,7 @@ import torch
 from torch import Tensor
 
 from .box import Box
-from .term_ids import DEAD, fresh_ids
+from .term_ids import DEAD, dropping_dead_terms, drops_dead_terms, fresh_ids
 from .zonotope import HybridZonotope
 
 Value = Tensor | Box | HybridZonotope
@@ -56,6 +56,8 @@ __all__ = [
     "add_values",
     "as_zonotope",
     "cat_values",
+    "dropping_dead_terms",
+    "drops_dead_terms",
     "fresh_ids",
     "lower_upper",
 ]

@@ -27,9 +27,27 @@ class _AbsSumTerms(torch.autograd.Function):
         return torch.sign(errors).mul_(grad)
 
 
+CHUNK_BYTES = 8 * 2**20
+"""Size of the term chunks that gradient-free passes work through: small enough that the temporaries stay
+in the allocator's reuse range (a fresh multi-GB temporary costs more in page faults than its arithmetic)."""
+
+
+def term_chunks(errors: Tensor) -> range:
+    """Starts of the chunks of ``errors``' leading (term) axis that hold about `CHUNK_BYTES` each."""
+    per_term = max(1, errors[0].numel() * errors.element_size()) if errors.shape[0] else 1
+    return range(0, errors.shape[0], max(1, CHUNK_BYTES // per_term))
+
+
 def abs_sum_terms(errors: Tensor) -> Tensor:
     """Sum over the term axis of the absolute coefficients: ``(m, B, *F) -> (B, *F)``."""
-    return _AbsSumTerms.apply(errors)
+    if torch.is_grad_enabled() and errors.requires_grad:
+        return _AbsSumTerms.apply(errors)
+    # Without a gradient, chunk by chunk: no temporary as large as ``errors`` (certification's are GBs).
+    step = term_chunks(errors).step
+    total = errors[:step].abs().sum(0)
+    for start in range(step, errors.shape[0], step):
+        total += errors[start : start + step].abs().sum(0)
+    return total
 
 
 class _SplitTerms(torch.autograd.Function):

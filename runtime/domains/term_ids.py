@@ -15,6 +15,8 @@ error terms, ReLU only scales), so matching dead slots with each other is harmle
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import torch
 from torch import Tensor
@@ -23,6 +25,31 @@ DEAD = -1
 
 _lock = threading.Lock()
 _next_id = 0
+_dropping = threading.local()
+
+
+@contextmanager
+def dropping_dead_terms() -> Iterator[None]:
+    """Within it, and without a gradient, values leave out the term slots that hold only zeros.
+
+    A slot that is zero at every neuron of a sample adds nothing to that sample's set and stays zero under
+    every transformer, so no bound changes; every later layer just carries fewer terms (the hybrid ReLU
+    zeroes the terms of crossing and dead neurons, and in certification most die after a few layers).
+    The number of slots does change, and knowing it waits for the device: so this is for certification
+    (`evaluate.HBoxDomain`), of networks with no layer that depends on that number (a DecorrelateMin that
+    removes a count of terms rather than keeping one).
+    """
+    before = getattr(_dropping, "on", False)
+    _dropping.on = True
+    try:
+        yield
+    finally:
+        _dropping.on = before
+
+
+def drops_dead_terms() -> bool:
+    """Whether dead term slots are left out here (see `dropping_dead_terms`)."""
+    return getattr(_dropping, "on", False) and not torch.is_grad_enabled()
 
 
 def reserve_ids(k: int) -> int:
@@ -67,3 +94,22 @@ def union_layout(ids_a: Tensor, ids_b: Tensor) -> tuple[Tensor, Tensor]:
     dest_b = torch.where(matched, first, own)
     ids = torch.cat([ids_a, torch.where(matched, DEAD, ids_b)], dim=0)
     return dest_b, ids
+
+
+def compact_union(dest_b: Tensor, ids: Tensor, m_a: int) -> tuple[Tensor, Tensor]:
+    """A `union_layout` without the appended slots that no sample uses.
+
+    When every term of B also lives in A (a branch that only dropped terms of their common input), all of
+    B's appended slots are dead and the union would double the slots for nothing. Removing them needs
+    their number on the host (one wait for the device), so it is used under `dropping_dead_terms` only.
+    A term of B whose id is `DEAD` holds zeros; when its own slot goes, it is sent to slot 0 (it adds 0).
+    """
+    appended = ids[m_a:]
+    used = (appended != DEAD).any(1)  # (m_b,): some sample keeps a term of B in this slot
+    if m_a == 0 or bool(used.all()):
+        return dest_b, ids
+    new_slot = m_a + used.cumsum(0) - 1  # where each used appended slot moves
+    own = dest_b >= m_a
+    j = (dest_b - m_a).clamp(min=0)
+    moved = torch.where(used[j], new_slot[j], 0)
+    return torch.where(own, moved, dest_b), torch.cat([ids[:m_a], appended[used]], dim=0)

@@ -11,8 +11,11 @@ A hybrid zonotope over a batch of ``B`` samples with feature shape ``F`` holds
 Terms just made by a correlation layer have one nonzero coefficient each. They are kept lazily as
 ``onehot = (positions, values)``, both ``(k, B)`` (flat neuron index and coefficient per sample), after the
 dense ones: the interval concretization, Flatten and Linear use them without materialising ``k * B * p``
-zeros (a Linear layer gathers ``k`` columns of its weight instead of multiplying by ``k`` dense maps); any
-other use of ``errors`` materialises them once.
+zeros (a Linear layer gathers ``k`` columns of its weight instead of multiplying by ``k`` dense maps).
+Convolutions turn them into `LocalTerms`, kept between the dense and the one-hot ones: terms nonzero only in
+a window of a ``(C, H, W)`` map, which convolutions, ReLUs, sums of branches and the decorrelation layers
+handle window by window. Any other use of ``errors`` materialises the lazy terms once (``dense_errors``
+materialises the local ones only).
 
 Each sample is its own zonotope: sample ``s`` denotes
 ``{head[s] + beta[s] * b + sum_j errors[j, s] * e_j | b in [-1, 1]^F, e in [-1, 1]^m}``.
@@ -26,12 +29,13 @@ import torch
 from torch import Tensor
 
 from .box import Box
-from .fused import abs_sum_terms, split_terms
-from .term_ids import empty_ids, fresh_ids, union_layout
+from .fused import abs_sum_terms, split_terms, term_chunks
+from .local_terms import LocalTerms
+from .term_ids import DEAD, compact_union, drops_dead_terms, empty_ids, fresh_ids, union_layout
 
 
 class HybridZonotope:
-    __slots__ = ("_dense", "_onehot", "beta", "head", "ids")
+    __slots__ = ("_dense", "_local", "_onehot", "beta", "head", "ids")
 
     def __init__(
         self,
@@ -41,9 +45,10 @@ class HybridZonotope:
         ids: Tensor | None = None,
         *,
         onehot: tuple[Tensor, Tensor] | None = None,
+        local: LocalTerms | None = None,
     ) -> None:
-        """``errors`` are the dense terms; ``onehot`` optional lazy one-hot terms after them; ``ids``
-        (fresh when omitted) covers both."""
+        """``errors`` are the dense terms; ``local`` and ``onehot`` optional lazy terms after them, in
+        this order; ``ids`` (fresh when omitted) covers all."""
         if beta is None:
             beta = torch.zeros_like(head)
         if beta.shape != head.shape:
@@ -55,6 +60,10 @@ class HybridZonotope:
                 f"HybridZonotope: errors {tuple(errors.shape)} must be (m, *{tuple(head.shape)})"
             )
         m = errors.shape[0]
+        if local is not None:
+            if local.values.shape[1:3] != head.shape[:2] or (local.height, local.width) != head.shape[2:]:
+                raise ValueError("HybridZonotope: local terms must be windows of the (B, C, H, W) map")
+            m += local.k
         if onehot is not None:
             if onehot[0].shape != onehot[1].shape or onehot[0].shape[1:] != head.shape[:1]:
                 raise ValueError("HybridZonotope: onehot positions and values must both be (k, B)")
@@ -66,6 +75,7 @@ class HybridZonotope:
         self.head = head
         self.beta = beta
         self._dense = errors
+        self._local = local
         self._onehot = onehot
         self.ids = ids
 
@@ -94,20 +104,26 @@ class HybridZonotope:
         return box.correlate(positions)
 
     def replace(
-        self, head: Tensor, beta: Tensor, errors: Tensor, onehot: tuple[Tensor, Tensor] | None = None
+        self,
+        head: Tensor,
+        beta: Tensor,
+        errors: Tensor,
+        onehot: tuple[Tensor, Tensor] | None = None,
+        local: LocalTerms | None = None,
     ) -> HybridZonotope:
         """A value with the same term slots (and therefore the same ids) as this one.
 
-        ``errors`` holds all ``m`` terms, or, with ``onehot``, the dense ones before the one-hot ones.
+        ``errors`` holds all ``m`` terms, or, with ``local`` and ``onehot``, the dense ones before those.
         """
-        return HybridZonotope(head, beta, errors, self.ids, onehot=onehot)
+        return HybridZonotope(head, beta, errors, self.ids, onehot=onehot, local=local)
 
     # ----------------------------------------------------------------------------------------------
     # correlated terms
 
     @property
     def errors(self) -> Tensor:
-        """All ``m`` correlated terms, dense ``(m, B, *F)`` (materialises pending one-hot terms once)."""
+        """All ``m`` correlated terms, dense ``(m, B, *F)`` (materialises pending lazy terms once)."""
+        self._materialize_local()
         if self._onehot is not None:
             self._dense = torch.cat([self._dense, self._onehot_terms()], dim=0)
             self._onehot = None
@@ -115,8 +131,24 @@ class HybridZonotope:
 
     @property
     def dense_errors(self) -> Tensor:
-        """The dense terms only (the first ``m - k`` slots); see `onehot`."""
+        """The terms before the one-hot ones (the first ``m - k`` slots), dense; see `onehot`."""
+        self._materialize_local()
         return self._dense
+
+    @property
+    def local(self) -> LocalTerms | None:
+        """Pending windowed terms, in the slots after the dense ones; see `LocalTerms`."""
+        return self._local
+
+    def term_parts(self) -> tuple[Tensor, LocalTerms | None, tuple[Tensor, Tensor] | None]:
+        """The dense, local and one-hot terms as they are held (nothing materialised)."""
+        return self._dense, self._local, self._onehot
+
+    def _materialize_local(self) -> None:
+        if self._local is not None:
+            local = self._local.dense()
+            self._dense = local if self._dense.shape[0] == 0 else torch.cat([self._dense, local], dim=0)
+            self._local = None
 
     @property
     def onehot(self) -> tuple[Tensor, Tensor] | None:
@@ -168,6 +200,8 @@ class HybridZonotope:
         total = self.beta
         if self._dense.shape[0]:
             total = total + abs_sum_terms(self._dense)
+        if self._local is not None:
+            total = self._local.abs_sum(total)
         if self._onehot is not None:
             positions, values = self._onehot
             flat = torch.zeros_like(total).reshape(self.batch, -1)
@@ -203,6 +237,14 @@ class HybridZonotope:
         out = fn(self.errors.reshape(m * b, *self.errors.shape[2:]))
         return out.reshape(m, b, *out.shape[1:])
 
+    def map_dense_errors(self, fn: Callable[[Tensor], Tensor], out_shape: torch.Size) -> Tensor:
+        """`map_errors` on the dense terms only, leaving pending one-hot terms pending."""
+        dense, b = self.dense_errors, self.batch
+        if dense.shape[0] == 0:
+            return dense.new_zeros((0, *out_shape))
+        out = fn(dense.reshape(dense.shape[0] * b, *dense.shape[2:]))
+        return out.reshape(dense.shape[0], b, *out.shape[1:])
+
     # ----------------------------------------------------------------------------------------------
     # correlation and decorrelation (paper Section 3)
 
@@ -214,21 +256,51 @@ class HybridZonotope:
         marks slots that must stay empty (duplicates); their positions must repeat a live position.
         The concretization is unchanged: each moved coefficient is ``|beta_i| = beta_i``.
         """
-        k, b, n = positions.shape[0], self.batch, self.numel
+        k, b = positions.shape[0], self.batch
         if k == 0:
             return self
         if positions.dtype != torch.int64:
             raise TypeError("correlate: positions must be int64")
-        flat_beta = self.beta.reshape(b, n)
-        moved = flat_beta.gather(1, positions.T).T  # (k, B)
+        # Indexed in place of a flat view, so that a channels-last beta (see `layers.affine`) is not copied
+        # and its gradient keeps that layout.
+        at = (_batch_index(positions), *torch.unravel_index(positions, self.shape[1:]))
+        moved = self.beta[at]  # (k, B)
         if live is not None:
             moved = moved * live.to(moved.dtype)
-        beta = flat_beta.scatter(1, positions.T, 0.0).reshape(self.shape)
+        beta = self.beta.index_put(at, torch.zeros((), dtype=self.dtype, device=self.device))
         ids = torch.cat([self.ids, fresh_ids(k, b, self.device)], dim=0)
         if self._onehot is not None:
             positions = torch.cat([self._onehot[0], positions], dim=0)
             moved = torch.cat([self._onehot[1], moved], dim=0)
-        return HybridZonotope(self.head, beta, self._dense, ids, onehot=(positions, moved))
+        return HybridZonotope(self.head, beta, self._dense, ids, onehot=(positions, moved), local=self._local)
+
+    def scale_terms(self, factor: Tensor, head: Tensor, beta: Tensor) -> HybridZonotope:
+        """The value ``(head, beta)`` with every term of this one multiplied by ``factor`` (``(B, *F)``, per
+        neuron): the correlated part of an elementwise transformer (the ReLUs).
+
+        Under `dropping_dead_terms` (certification), the slots that the scaling leaves all zero in a sample
+        are dropped. Each sample keeps its live slots first, in their order; the value has as many slots as
+        the sample with the most, the others padded with zero slots of id `DEAD`. Dense terms are checked
+        chunk by chunk, so no full-size temporary is made.
+        """
+        if self._onehot is not None:
+            _ = self.errors  # materialises the one-hot terms (and the local ones, which come before)
+        dense, local, m_dense = self._dense, self._local, self._dense.shape[0]
+        if not drops_dead_terms() or self.m == 0:
+            scaled = local.scaled(factor) if local is not None else None
+            return HybridZonotope(head, beta, dense * factor if m_dense else dense, self.ids, local=scaled)
+        order, dense_ids = _live_first(_live_dense(dense, factor), self.ids[:m_dense])
+        if order is None:
+            dense = dense * factor
+        elif m_dense:
+            dense = dense[order, _batch_index(order)].mul_(factor)
+        if local is None:
+            return HybridZonotope(head, beta, dense, dense_ids)
+        local = local.scaled(factor)
+        order, local_ids = _live_first(local.live(), self.ids[m_dense:])
+        if order is not None:
+            local = local.select(order)
+        return HybridZonotope(head, beta, dense, torch.cat([dense_ids, local_ids]), local=local)
 
     def concretize(self) -> HybridZonotope:
         """DecorrelateAll: every correlated term is folded into ``beta``; ``m`` becomes 0."""
@@ -247,16 +319,24 @@ class HybridZonotope:
             return self
         if keep == 0:
             return self.concretize()
+        local_only = self._local is not None and self._onehot is None and self._dense.shape[0] == 0
         with torch.no_grad():  # the choice of terms is not differentiated
-            score = self.errors.abs().reshape(m, b, -1).sum(2)  # (m, B)
+            # (m, B): the sum of |coefficients| of each term
+            score = self._local.abs_totals() if local_only else self.errors.abs().reshape(m, b, -1).sum(2)
             kept = score.topk(keep, dim=0).indices.sort(dim=0).values  # (keep, B), original order
             batch_idx = torch.arange(b, device=self.device)[None, :].expand(keep, b)
             removed = torch.ones((m, b), dtype=self.dtype, device=self.device)
             removed = removed.index_put(
                 (kept, batch_idx), torch.zeros((), dtype=self.dtype, device=self.device)
             )
+        ids = self.ids[kept, batch_idx]
+        if local_only:
+            # Windows: the removed terms' |coefficients| are summed into beta where they lie.
+            gone = self._local.weighted(removed)
+            beta = gone.abs_sum(self.beta)
+            return HybridZonotope(self.head, beta, self._dense, ids, local=self._local.select(kept))
         errors, removed_sum = split_terms(self.errors, kept, removed)
-        return HybridZonotope(self.head, self.beta + removed_sum, errors, self.ids[kept, batch_idx])
+        return HybridZonotope(self.head, self.beta + removed_sum, errors, ids)
 
     # ----------------------------------------------------------------------------------------------
     # branches: sums and concatenations align terms by id
@@ -268,6 +348,14 @@ class HybridZonotope:
             raise ValueError(f"cannot add hybrid zonotopes of shapes {self.shape} and {other.shape}")
         head = self.head + other.head
         beta = self.beta + other.beta
+        if _only_local(self) and _only_local(other):
+            if self.ids is other.ids:
+                dest, ids = _identity_layout(self.ids), self.ids
+            else:
+                dest, ids = _union(self.ids, other.ids)
+            live = other.ids != DEAD
+            local = LocalTerms.union(self._local, other._local, dest, ids.shape[0], live)  # type: ignore[arg-type]
+            return HybridZonotope(head, beta, self._dense[:0], ids, local=local)
         if self.ids is other.ids:
             # Same slots by construction (both branches kept their input's terms): add position-wise.
             return HybridZonotope(head, beta, self.errors + other.errors, self.ids)
@@ -275,9 +363,11 @@ class HybridZonotope:
             return HybridZonotope(head, beta, self.errors, self.ids)
         if self.m == 0:
             return HybridZonotope(head, beta, other.errors, other.ids)
-        dest, ids = union_layout(self.ids, other.ids)
-        errors = torch.cat([self.errors, self.errors.new_zeros(other.errors.shape)], dim=0)
-        errors = errors.index_put((dest, _batch_index(dest)), other.errors, accumulate=True)
+        dest, ids = _union(self.ids, other.ids)
+        grow = ids.shape[0] - self.m
+        errors = torch.cat([self.errors, self.errors.new_zeros((grow, *self.errors.shape[1:]))], dim=0)
+        # In place: ``errors`` is a fresh tensor that nothing else holds (cat's gradient does not need it).
+        errors.index_put_((dest, _batch_index(dest)), other.errors, accumulate=True)
         return HybridZonotope(head, beta, errors, ids)
 
     @staticmethod
@@ -292,11 +382,11 @@ class HybridZonotope:
             if v.ids is acc_ids:
                 acc_errors.append(v.errors)
                 continue
-            dest, ids = union_layout(acc_ids, v.ids)
+            dest, ids = _union(acc_ids, v.ids)
             grow = ids.shape[0] - acc_ids.shape[0]
             acc_errors = [torch.cat([e, e.new_zeros((grow, *e.shape[1:]))], dim=0) for e in acc_errors]
             placed = v.errors.new_zeros((ids.shape[0], *v.errors.shape[1:]))
-            placed = placed.index_put((dest, _batch_index(dest)), v.errors, accumulate=True)
+            placed.index_put_((dest, _batch_index(dest)), v.errors, accumulate=True)
             acc_errors.append(placed)
             acc_ids = ids
         return HybridZonotope(
@@ -310,6 +400,52 @@ class HybridZonotope:
         return (
             f"HybridZonotope(shape={tuple(self.shape)}, m={self.m}, dtype={self.dtype}, device={self.device})"
         )
+
+
+def _union(ids_a: Tensor, ids_b: Tensor) -> tuple[Tensor, Tensor]:
+    """`union_layout`, without unused slots under `dropping_dead_terms` (see `compact_union`)."""
+    dest, ids = union_layout(ids_a, ids_b)
+    if not drops_dead_terms():
+        return dest, ids  # a static size: no wait for the device
+    return compact_union(dest, ids, ids_a.shape[0])
+
+
+def _live_dense(dense: Tensor, factor: Tensor) -> Tensor:
+    """``(m, B)``: whether dense term ``j`` of sample ``s`` is nonzero somewhere after scaling by ``factor``,
+    found chunk by chunk (no temporary as large as the terms). NaN counts as nonzero."""
+    m, b = dense.shape[:2]
+    flat = factor.reshape(1, b, -1)
+    live = torch.empty((m, b), dtype=torch.bool, device=dense.device)
+    step = term_chunks(dense).step
+    for start in range(0, m, step):
+        live[start : start + step] = (dense[start : start + step].reshape(-1, b, flat.shape[2]) * flat).any(2)
+    return live
+
+
+def _live_first(live: Tensor, ids: Tensor) -> tuple[Tensor | None, Tensor]:
+    """Per sample, the slots marked live first (in their order), as many as the busiest sample has.
+
+    Returns ``(order, ids)``: ``order`` ``(keep, B)`` slot indices and their ids, `DEAD` where a sample has
+    fewer live slots; ``(None, ids)`` when that keeps every slot. Reads the count: one wait for the device.
+    """
+    counts = live.sum(0)
+    keep = int(counts.max()) if live.shape[0] else 0
+    if keep == live.shape[0]:
+        return None, ids
+    # A stable sort of the dead flags puts each sample's live slots first, in their order.
+    order = torch.sort(~live, dim=0, stable=True).indices[:keep]  # (keep, B)
+    padded = torch.arange(keep, device=live.device)[:, None] >= counts[None, :]
+    return order, ids[order, _batch_index(order)].masked_fill(padded, DEAD)
+
+
+def _only_local(x: HybridZonotope) -> bool:
+    dense, local, onehot = x.term_parts()
+    return local is not None and onehot is None and dense.shape[0] == 0
+
+
+def _identity_layout(ids: Tensor) -> Tensor:
+    """The slot of every term in its own layout, ``(m, B)``."""
+    return torch.arange(ids.shape[0], device=ids.device)[:, None].expand_as(ids)
 
 
 def _batch_index(dest: Tensor) -> Tensor:

@@ -13,36 +13,41 @@ from .base import AbstractMixin
 
 
 class _BoxReLU(torch.autograd.Function):
-    """(center, radius) -> the box of relu on the bounds, in fewer memory passes than composed ops.
+    """(center, radius) -> the box of relu on the bounds, in three passes forward.
 
-    Forward: ``u = relu(c + r)``, ``l = relu(c - r)``, ``r' = (u - l) / 2``, ``c' = l + r'``.
-    Backward, by cases: an active neuron (``l > 0``) passes ``(g_c', g_r')`` through; a crossing one
-    (``u > 0 >= l``, output ``[0, u]``) sends ``(g_c' + g_r') / 2`` to both ``c`` and ``r``; a dead one
-    nothing. The box ReLU is a hot spot of interval training, hence the hand-written gradient.
+    With ``h = (c + r) / 2`` (half the upper bound): ``r' = clamp(h, 0, r)`` and ``c' = max(c, r')``. By
+    cases: an active neuron (``l = c - r > 0``) has ``h >= r`` and ``c >= h``, so ``(c', r') = (c, r)``;
+    a crossing one (``u > 0 >= l``, output ``[0, u]``) has ``0 < h <= r`` and ``c <= h``, so
+    ``c' = r' = u / 2``; a dead one (``u <= 0``) gets ``(0, 0)``. (Composed ops take seven passes.)
+
+    Backward, by the same cases: an active neuron passes ``(g_c', g_r')`` through; a crossing one sends
+    ``s = (g_c' + g_r') / 2`` to both ``c`` and ``r``; a dead one nothing. With ``d = (g_c' - g_r') / 2``
+    that is ``g_c = [u > 0] s + [l > 0] d`` and ``g_r = [u > 0] s - [l > 0] d``, where ``u > 0`` iff
+    ``c' > 0`` and ``l > 0`` iff ``c' > r'``: the saved outputs, which the next layer keeps anyway.
     """
 
     @staticmethod
     def forward(ctx, center: Tensor, radius: Tensor) -> tuple[Tensor, Tensor]:  # type: ignore[override]
-        upper = torch.add(center, radius).relu_()
-        lower = torch.sub(center, radius).relu_()
-        new_radius = torch.sub(upper, lower).mul_(0.5)
-        new_center = torch.add(lower, new_radius)
-        ctx.save_for_backward(upper, lower)
+        zero = torch.zeros((), dtype=center.dtype, device=center.device)
+        new_radius = torch.lerp(center, radius, 0.5).clamp_(min=zero, max=radius)
+        new_center = torch.maximum(center, new_radius)
+        ctx.save_for_backward(new_center, new_radius)
         return new_center, new_radius
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_center: Tensor | None, grad_radius: Tensor | None):  # type: ignore[override]
-        upper, lower = ctx.saved_tensors
+        new_center, new_radius = ctx.saved_tensors
         if grad_center is None:
-            grad_center = torch.zeros_like(upper)
+            grad_center = torch.zeros_like(new_center)
         if grad_radius is None:
-            grad_radius = torch.zeros_like(upper)
-        # Both saved bounds are relu'd (>= 0), so sign() is a 0/1 mask: 1 where the bound is > 0.
-        active = torch.sign(lower)
-        crossing = torch.sign(upper).sub_(active)
-        shared = torch.add(grad_center, grad_radius).mul_(crossing).mul_(0.5)
-        return torch.addcmul(shared, grad_center, active), torch.addcmul(shared, grad_radius, active)
+            grad_radius = torch.zeros_like(new_center)
+        shared = torch.lerp(grad_center, grad_radius, 0.5)
+        half_diff = torch.sub(grad_center, shared)
+        # threshold_backward(g, t, 0) is g where t > 0, else 0: one pass, no mask tensor.
+        crossing_or_active = torch.ops.aten.threshold_backward(shared, new_center, 0)
+        active = torch.ops.aten.threshold_backward(half_diff, new_center - new_radius, 0)
+        return torch.add(crossing_or_active, active), crossing_or_active.sub_(active)
 
 
 def relu_box(x: Box) -> Box:
@@ -67,15 +72,20 @@ def relu_hybrid(x: HybridZonotope) -> HybridZonotope:
 
     With ``[l, u]`` the interval concretization: a neuron with ``l >= 0`` is kept as it is; one with
     ``u <= 0`` becomes 0; a crossing one (``l < 0 < u``) becomes the box ``[0, u]``: head = beta = u / 2, its
-    correlated coefficients zeroed. The term slots (and ids) are unchanged.
+    correlated coefficients zeroed. The term slots (and ids) are unchanged, except in certification
+    (`domains.dropping_dead_terms`), where the slots left all zero are dropped: there most terms die within
+    a few layers, and every later layer carries fewer.
     """
+    if x.m == 0:
+        # Without correlated terms the hybrid ReLU is the box ReLU of (head, beta): the fused one.
+        head, beta = _BoxReLU.apply(x.head, x.beta)
+        return x.replace(head, beta, x.errors)
     lower, upper = x.bounds()
     keep, cross = _relu_masks(lower, upper)
     half_u = upper * 0.5
     head = torch.addcmul(x.head * keep, half_u, cross)
     beta = torch.addcmul(x.beta * keep, half_u, cross)
-    errors = x.errors * keep if x.m else x.errors
-    return x.replace(head, beta, errors)
+    return x.scale_terms(keep, head, beta)
 
 
 def relu_deepz(x: HybridZonotope) -> HybridZonotope:
@@ -95,8 +105,7 @@ def relu_deepz(x: HybridZonotope) -> HybridZonotope:
     mu = (lam * lower) * (cross * -0.5)
     head = lam * x.head + mu
     beta = lam * x.beta + mu
-    errors = x.errors * lam if x.m else x.errors
-    return x.replace(head, beta, errors)
+    return x.scale_terms(lam, head, beta)
 
 
 class ReLU(AbstractMixin, nn.Module):

@@ -12,13 +12,49 @@ from collections.abc import Callable, Sequence
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.autograd.function import once_differentiable
 
 from ..context import AbstractContext
 from ..domains import Box, HybridZonotope
+from ..domains.local_terms import LocalTerms
 from .base import AbstractMixin
 
 AffineFn = Callable[[Tensor, bool], Tensor]
 """``fn(x, with_bias)``: the layer's affine map on a batch, with or without its constant part."""
+
+
+class _BoxLinear(torch.autograd.Function):
+    """``(center, radius) -> (center W^T + b, radius |W|^T)`` with one weight gradient.
+
+    Autograd would take |W|'s gradient through ``sign(W) * g`` and then add it to the center's weight
+    gradient: two more passes over the weight, which for a wide layer (ResNet-Tiny's 32768 x 500)
+    cost as much as a matrix product. Here the radius' part is added in place: ``G += sign(W) * G_r``.
+    """
+
+    @staticmethod
+    def forward(ctx, center: Tensor, radius: Tensor, weight: Tensor, bias: Tensor | None):  # type: ignore[override]
+        abs_weight = weight.abs()
+        ctx.save_for_backward(center, radius, weight, abs_weight)
+        ctx.has_bias = bias is not None
+        return F.linear(center, weight, bias), F.linear(radius, abs_weight)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_center: Tensor | None, grad_radius: Tensor | None):  # type: ignore[override]
+        center, radius, weight, abs_weight = ctx.saved_tensors
+        need_c, need_r, need_w, need_b = ctx.needs_input_grad
+        gc = grad_center if grad_center is not None else center.new_zeros((center.shape[0], weight.shape[0]))
+        gr = grad_radius if grad_radius is not None else radius.new_zeros((radius.shape[0], weight.shape[0]))
+        grad_weight = None
+        if need_w:
+            grad_weight = gc.t() @ center
+            grad_weight.addcmul_(torch.sign(weight), gr.t() @ radius)
+        return (
+            gc @ weight if need_c else None,
+            gr @ abs_weight if need_r else None,
+            grad_weight,
+            gc.sum(0) if need_b and ctx.has_bias else None,
+        )
 
 
 def affine_box(x: Box, fn: AffineFn, abs_fn: Callable[[Tensor], Tensor]) -> Box:
@@ -73,7 +109,15 @@ class Normalize(AbstractMixin, nn.Module):
         return affine_box(x, self._affine, self._abs)
 
     def abstract_hz(self, x: HybridZonotope, ctx: AbstractContext) -> HybridZonotope:
-        return affine_hz(x, self._affine, self._abs)
+        if x.onehot is None:
+            return affine_hz(x, self._affine, self._abs)
+        # A one-hot term value * e_i stays one-hot: value / std[channel of i] (the exact input zonotope
+        # reaches the first convolution still lazy, see Conv2D).
+        head, beta = self._affine(x.head, True), self._abs(x.beta)
+        dense = x.map_dense_errors(lambda e: self._affine(e, False), head.shape)
+        positions, values = x.onehot
+        std = self._per_channel(self.std, x.head).expand(x.shape).reshape(x.batch, -1)[0]
+        return x.replace(head, beta, dense, onehot=(positions, values / std[positions]))
 
     def extra_repr(self) -> str:
         return f"mean={self.mean.tolist()}, std={self.std.tolist()}"
@@ -105,10 +149,82 @@ class Conv2D(AbstractMixin, nn.Conv2d):
         return F.conv2d(x, self.weight.abs(), None, self.stride, self.padding)
 
     def abstract_box(self, x: Box, ctx: AbstractContext) -> Box:
-        return affine_box(x, self._affine, self._abs)
+        return Box(self._affine(_fast_layout(x.center), True), self._abs(_fast_layout(x.radius)))
 
     def abstract_hz(self, x: HybridZonotope, ctx: AbstractContext) -> HybridZonotope:
-        return affine_hz(x, self._affine, self._abs)
+        if x.m == 0:
+            head, beta = self._affine(_fast_layout(x.head), True), self._abs(_fast_layout(x.beta))
+            return x.replace(head, beta, x.map_errors(lambda e: e, head.shape))
+        dense, local, onehot = x.term_parts()
+        if local is None and onehot is None:
+            return affine_hz(x, self._affine, self._abs)
+        # One-hot terms (the exact input zonotope, a correlation layer before this one) become windows of
+        # the kernel's footprint, and windows stay windows while that is cheaper than full maps (see
+        # `LocalTerms`): convolving k * B maps that are zero but near one neuron costs the full maps.
+        head, beta = self._affine(x.head, True), self._abs(x.beta)
+        if local is not None and not self._windows_pay(local, head.shape):
+            dense, local = x.dense_errors, None
+        dense = _map_terms(dense, lambda e: self._affine(e, False), head.shape)
+        parts = [] if local is None else [local]
+        if onehot is not None:
+            parts.append(LocalTerms.from_onehot(*onehot, x.shape[1:]))
+        out_hw = (head.shape[2], head.shape[3])
+        stride, padding = self.stride, self.padding
+        convolved = [p.conv2d(self.weight, stride, padding, out_hw) for p in parts]  # type: ignore[arg-type]
+        return x.replace(head, beta, dense, local=LocalTerms.cat(convolved) if convolved else None)
+
+    def _windows_pay(self, local: LocalTerms, out_shape: torch.Size) -> bool:
+        """Whether convolving windows (each fully: ``(Qh + kh - 1) x (Qw + kw - 1)`` outputs) costs less
+        than convolving full maps (``H' x W'`` outputs each)."""
+        (qh, qw), (kh, kw) = local.window, self.kernel_size
+        return (qh + kh - 1) * (qw + kw - 1) < out_shape[2] * out_shape[3]
+
+
+def _map_terms(terms: Tensor, fn: Callable[[Tensor], Tensor], out_shape: torch.Size) -> Tensor:
+    """``fn`` on ``(m, B, *F)`` terms folded into one batch; ``out_shape`` (``(B, *F')``) sizes ``m = 0``."""
+    if terms.shape[0] == 0:
+        return terms.new_zeros((0, *out_shape))
+    out = fn(terms.reshape(-1, *terms.shape[2:]))
+    return out.reshape(terms.shape[0], terms.shape[1], *out.shape[1:])
+
+
+def _fast_layout(x: Tensor) -> Tensor:
+    """``x`` channels-last when it is a CPU float32 map that will be convolved.
+
+    oneDNN, which runs CPU float32 convolutions, computes channels-last and reorders NCHW inputs, outputs
+    and gradients on every call: 10-40% of a convolution at these sizes. Its channels-last output keeps
+    the layout through the elementwise transformers, so only the first convolution converts (a copy of a
+    small input). Not on other devices, nor float64 (no oneDNN there). Terms of a hybrid zonotope stay
+    NCHW: their sum over terms, in every interval concretization, would come out NCHW and mix layouts.
+    """
+    if x.dim() == 4 and x.device.type == "cpu" and x.dtype == torch.float32:
+        return x.contiguous(memory_format=torch.channels_last)
+    return x
+
+
+class _FlattenChannelsLast(torch.autograd.Function):
+    """Flattens a channels-last map in NCHW order (a copy), with a channels-last gradient.
+
+    The plain reshape's gradient would be NCHW, and every elementwise backward pass before it would then
+    mix layouts (slower) and hand oneDNN an NCHW gradient to reorder.
+    """
+
+    @staticmethod
+    def forward(ctx, x: Tensor) -> Tensor:  # type: ignore[override]
+        ctx.shape = x.shape
+        return x.contiguous().flatten(1)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad: Tensor) -> Tensor:  # type: ignore[override]
+        return grad.reshape(ctx.shape).contiguous(memory_format=torch.channels_last)
+
+
+def _flatten(x: Tensor) -> Tensor:
+    """``x.flatten(1)``, keeping a channels-last gradient for a channels-last map (see `_fast_layout`)."""
+    if x.dim() == 4 and not x.is_contiguous() and x.is_contiguous(memory_format=torch.channels_last):
+        return _FlattenChannelsLast.apply(x)
+    return x.flatten(1)
 
 
 class Linear(AbstractMixin, nn.Linear):
@@ -121,13 +237,14 @@ class Linear(AbstractMixin, nn.Linear):
         return F.linear(x.flatten(1), self.weight, self.bias)
 
     def _affine(self, x: Tensor, with_bias: bool) -> Tensor:
-        return F.linear(x.flatten(1), self.weight, self.bias if with_bias else None)
+        return F.linear(_flatten(x), self.weight, self.bias if with_bias else None)
 
     def _abs(self, x: Tensor) -> Tensor:
-        return F.linear(x.flatten(1), self.weight.abs())
+        return F.linear(_flatten(x), self.weight.abs())
 
     def abstract_box(self, x: Box, ctx: AbstractContext) -> Box:
-        return affine_box(x, self._affine, self._abs)
+        center, radius = _BoxLinear.apply(_flatten(x.center), _flatten(x.radius), self.weight, self.bias)
+        return Box(center, radius)
 
     def abstract_hz(self, x: HybridZonotope, ctx: AbstractContext) -> HybridZonotope:
         if x.onehot is None:
