@@ -148,12 +148,21 @@ class Conv2D(AbstractMixin, nn.Conv2d):
     def _abs(self, x: Tensor) -> Tensor:
         return F.conv2d(x, self.weight.abs(), None, self.stride, self.padding)
 
+    def _fast(self, center: Tensor, radius: Tensor) -> tuple[Tensor, Tensor]:
+        """Center (with the bias) and radius (through |W|) of a box, channels-last (see `_fast_layout`).
+
+        The outputs are made channels-last too: from a one-channel input oneDNN returns NCHW (its layout
+        is ambiguous), and the elementwise passes before the next convolution would then mix layouts.
+        """
+        center = _fast_layout(self._affine(_fast_layout(center), True))
+        return center, _fast_layout(self._abs(_fast_layout(radius)))
+
     def abstract_box(self, x: Box, ctx: AbstractContext) -> Box:
-        return Box(self._affine(_fast_layout(x.center), True), self._abs(_fast_layout(x.radius)))
+        return Box(*self._fast(x.center, x.radius))
 
     def abstract_hz(self, x: HybridZonotope, ctx: AbstractContext) -> HybridZonotope:
         if x.m == 0:
-            head, beta = self._affine(_fast_layout(x.head), True), self._abs(_fast_layout(x.beta))
+            head, beta = self._fast(x.head, x.beta)
             return x.replace(head, beta, x.map_errors(lambda e: e, head.shape))
         dense, local, onehot = x.term_parts()
         if local is None and onehot is None:
