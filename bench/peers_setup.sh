@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The separate environment for bench/peers_bench.py: auto_LiRPA 0.3 pins torch<1.13 and numpy 1, so it is
+# The separate environment for bench/suite.py: auto_LiRPA 0.3 pins torch<1.13 and numpy 1, so it is
 # installed without its pins next to the torch daic uses, never into daic's own environment.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,4 +9,4 @@ bench/.venv-peers/bin/pip install --quiet --upgrade pip
 bench/.venv-peers/bin/pip install --quiet "torch==${torch_version}" "numpy<2" appdirs pyyaml packaging tqdm lark click rich
 bench/.venv-peers/bin/pip install --quiet --no-deps auto_LiRPA==0.3
 bench/.venv-peers/bin/pip install --quiet --no-deps -e .
-echo "ready: bench/.venv-peers/bin/python bench/peers_bench.py"
+echo "ready: bench/run.sh"

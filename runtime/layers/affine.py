@@ -29,32 +29,71 @@ class _BoxLinear(torch.autograd.Function):
     Autograd would take |W|'s gradient through ``sign(W) * g`` and then add it to the center's weight
     gradient: two more passes over the weight, which for a wide layer (ResNet-Tiny's 32768 x 500)
     cost as much as a matrix product. Here the radius' part is added in place: ``G += sign(W) * G_r``.
+
+    On the CPU a weight larger than the cache is worked through in blocks of input columns
+    (`weight_blocks`): |W|, sign(W) and each block's two weight-gradient products then meet in cache,
+    and no weight-sized temporary is made whole (9% of the layer's step at ResNet-Tiny's 32768 x 500).
     """
 
     @staticmethod
     def forward(ctx, center: Tensor, radius: Tensor, weight: Tensor, bias: Tensor | None):  # type: ignore[override]
-        abs_weight = weight.abs()
-        ctx.save_for_backward(center, radius, weight, abs_weight)
         ctx.has_bias = bias is not None
-        return F.linear(center, weight, bias), F.linear(radius, abs_weight)
+        ctx.blocks = weight_blocks(weight)
+        if len(ctx.blocks) == 1:
+            abs_weight = weight.abs()
+            ctx.save_for_backward(center, radius, weight, abs_weight)
+            return F.linear(center, weight, bias), F.linear(radius, abs_weight)
+        ctx.save_for_backward(center, radius, weight)
+        out_radius = radius.new_zeros((radius.shape[0], weight.shape[0]))
+        for cols in ctx.blocks:
+            out_radius.addmm_(radius[:, cols], weight[:, cols].abs().t())
+        return F.linear(center, weight, bias), out_radius
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_center: Tensor | None, grad_radius: Tensor | None):  # type: ignore[override]
-        center, radius, weight, abs_weight = ctx.saved_tensors
+        center, radius, weight, *saved_abs = ctx.saved_tensors
         need_c, need_r, need_w, need_b = ctx.needs_input_grad
         gc = grad_center if grad_center is not None else center.new_zeros((center.shape[0], weight.shape[0]))
         gr = grad_radius if grad_radius is not None else radius.new_zeros((radius.shape[0], weight.shape[0]))
-        grad_weight = None
-        if need_w:
-            grad_weight = gc.t() @ center
-            grad_weight.addcmul_(torch.sign(weight), gr.t() @ radius)
-        return (
-            gc @ weight if need_c else None,
-            gr @ abs_weight if need_r else None,
-            grad_weight,
-            gc.sum(0) if need_b and ctx.has_bias else None,
-        )
+        grad_b = gc.sum(0) if need_b and ctx.has_bias else None
+        if saved_abs:
+            grad_w = None
+            if need_w:
+                grad_w = gc.t() @ center
+                grad_w.addcmul_(torch.sign(weight), gr.t() @ radius)
+            return gc @ weight if need_c else None, gr @ saved_abs[0] if need_r else None, grad_w, grad_b
+        grad_c = torch.empty_like(center) if need_c else None
+        grad_r = torch.empty_like(radius) if need_r else None
+        grad_w = torch.empty_like(weight) if need_w else None
+        for cols in ctx.blocks:
+            w = weight[:, cols]
+            if grad_c is not None:
+                grad_c[:, cols] = gc @ w
+            if grad_r is not None:
+                grad_r[:, cols] = gr @ w.abs()
+            if grad_w is not None:
+                block = gc.t() @ center[:, cols]
+                grad_w[:, cols] = block.addcmul_(torch.sign(w), gr.t() @ radius[:, cols])
+        return grad_c, grad_r, grad_w, grad_b
+
+
+BLOCK_ELEMENTS = 2**19
+"""Weight elements per block of `weight_blocks` (2 MiB of float32; 1 and 4 MiB measured slower): with
+its |W|, sign and gradient products, a block's working set stays within a typical L3 cache."""
+BLOCKED_ABOVE = 2**22
+"""Weights up to this many elements (16 MiB of float32) stay whole: they fit in cache as they are, and
+blocking one (ConvBig's 4096 x 512) measured 10% slower."""
+
+
+def weight_blocks(weight: Tensor) -> list[slice]:
+    """Slices of input columns that split a CPU weight into blocks of about `BLOCK_ELEMENTS`; one slice
+    on other devices, where a kernel launch per block would cost more than the cache saves."""
+    columns = weight.shape[1]
+    if weight.device.type != "cpu" or weight.numel() <= BLOCKED_ABOVE:
+        return [slice(0, columns)]
+    width = max(1, BLOCK_ELEMENTS // max(1, weight.shape[0]))
+    return [slice(start, min(start + width, columns)) for start in range(0, columns, width)]
 
 
 def affine_box(x: Box, fn: AffineFn, abs_fn: Callable[[Tensor], Tensor]) -> Box:

@@ -285,13 +285,19 @@ def test_windowed_residual_sums_cancel_only_matching_terms():
 # fused transformers
 
 
-def test_box_linear_gradients_match_autograd():
+@pytest.mark.parametrize("blocked", [False, True], ids=["whole", "blocks of 2, 2, 2, 1 columns"])
+def test_box_linear_gradients_match_autograd(monkeypatch, blocked):
+    import daic.runtime.layers.affine as affine
     from daic.runtime.layers.affine import _BoxLinear
 
+    if blocked:  # a wide CPU weight is worked through in column blocks; here 4 x 7 in blocks of 8 elements
+        monkeypatch.setattr(affine, "BLOCKED_ABOVE", 8)
+        monkeypatch.setattr(affine, "BLOCK_ELEMENTS", 8)
     g = torch.Generator().manual_seed(0)
-    layer = Linear(6, 4).double()
-    center = torch.randn((3, 6), generator=g, dtype=torch.float64, requires_grad=True)
-    radius = torch.rand((3, 6), generator=g, dtype=torch.float64, requires_grad=True)
+    layer = Linear(7, 4).double()
+    assert len(affine.weight_blocks(layer.weight)) == (4 if blocked else 1)
+    center = torch.randn((3, 7), generator=g, dtype=torch.float64, requires_grad=True)
+    radius = torch.rand((3, 7), generator=g, dtype=torch.float64, requires_grad=True)
     out = layer.abstract(Box(center, radius), AbstractContext())
     composed = (F.linear(center, layer.weight, layer.bias), F.linear(radius, layer.weight.abs()))
     cotangent = torch.randn((2, 3, 4), generator=g, dtype=torch.float64)

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# The benchmark suite next to its peer: makes bench/.venv-peers once (bench/peers_setup.sh), then runs
+# bench/suite.py in it. Arguments go to suite.py (--help lists them).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ -x bench/.venv-peers/bin/python ] || bench/peers_setup.sh
+exec bench/.venv-peers/bin/python -W ignore::FutureWarning bench/suite.py "$@"

@@ -1,0 +1,388 @@
+"""daic's speed and memory against the plain network, against auto_LiRPA 0.3, and as the work grows:
+one command, every figure measured in the same run, printed as Markdown tables (bench/README.md holds them).
+
+    bench/run.sh                      # makes the peers' environment once, then runs this script in it
+    python bench/suite.py [--device cuda] [--reps 5] [--nets convsmall,convbig] [--sections main,hbox]
+
+Sections (`--sections`, all by default):
+- main: per network, at the paper's batch size, the median time of a training step (forward, loss,
+  backward) of the plain network, of daic's Box (IBP) and hybrid zonotope (HZ) steps, and of auto_LiRPA's
+  IBP and CROWN-IBP steps, interleaved within each repetition; the peak memory of each step; the ratios.
+- hbox: HBox certification (the exact input zonotope, float64) in images/s, against a batch-1 forward.
+- processes: seconds per epoch of `Trainer` with the Box goal in 1 and 2 data-parallel processes (torchrun,
+  gloo on the CPU, NCCL on GPUs), the same global batch, on as many cores (or GPUs) in all.
+- scaling: seconds per epoch against the batch size (ResNet-Tiny FewCombo), and against the number k of
+  correlated error terms made at the input by CorrMaxK (ConvBig), from the median step.
+
+Without auto_LiRPA importable the LiRPA rows say so and everything else runs. On the CPU, timings run under
+glibc settings that keep freed memory (see `workloads.MALLOC_TUNING`), and peak memory is measured in a
+fresh process where glibc returns freed tensors at once, as the growth of the resident set during one step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import lirpa
+import workloads as W
+
+SECTIONS = ("main", "hbox", "processes", "scaling")
+LIRPA = ("LiRPA IBP", "LiRPA CROWN-IBP")
+
+
+def table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def show(title: str, header: list[str], rows: list[list[str]]) -> None:
+    print(f"\n### {title}\n\n{table(header, rows)}", flush=True)
+
+
+def all_steps(name: str, device: torch.device, methods: set[str]) -> dict[str, W.Step]:
+    """The training steps of `methods` on one network and batch (auto_LiRPA's only if asked for)."""
+    model = W.build(name).to(device)
+    x, y = (t.to(device) for t in W.inputs(name))
+    return method_steps(model, x, y, W.WORKLOADS[name].epsilon, methods)
+
+
+def method_steps(model, x, y, eps: float, methods: set[str]) -> dict[str, W.Step]:
+    steps = W.daic_steps(model, x, y, eps)
+    if methods & set(LIRPA):
+        steps |= lirpa.steps(model, x, y, eps)
+    return {method: step for method, step in steps.items() if method in methods}
+
+
+# --- peak memory --------------------------------------------------------------------------------------
+
+
+def peak_child(name: str, method: str, device: torch.device) -> None:
+    """In a fresh process (see `peak`): the peak memory of one method's two first steps, as JSON."""
+    torch.set_num_threads(int(os.environ.get("BENCH_THREADS", "1")))
+    model = W.build(name).to(device)
+    x, y = (t.to(device) for t in W.inputs(name))
+    eps = W.WORKLOADS[name].epsilon
+    print(
+        json.dumps(
+            {"peak_bytes": W.peak_bytes(lambda: method_steps(model, x, y, eps, {method})[method], device)}
+        )
+    )
+
+
+def peak(name: str, method: str, device: torch.device, threads: int) -> int:
+    """Bytes of peak memory one step of `method` needs, measured in a fresh process: nothing left over
+    from other steps (auto_LiRPA keeps its last bounds in its modules) may count or hide."""
+    env = {k: v for k, v in os.environ.items() if k not in W.MALLOC_TUNING}
+    # glibc's mmap threshold rises after the first large free, and freed tensors stay resident after that;
+    # fixed at 128 KiB it stays there, and the resident set tracks live tensors.
+    env |= {
+        "MALLOC_MMAP_THRESHOLD_": "131072",
+        "MALLOC_TRIM_THRESHOLD_": "131072",
+        "BENCH_THREADS": str(threads),
+    }
+    command = [sys.executable, __file__, "--device", str(device), "--peak-child", f"{name}:{method}"]
+    done = subprocess.run(command, capture_output=True, text=True, env=env)
+    if done.returncode:
+        raise RuntimeError(f"measuring the peak memory of {method} on {name} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])["peak_bytes"]
+
+
+# --- sections -------------------------------------------------------------------------------------------
+
+
+def main_section(
+    nets: list[str], device: torch.device, reps: int, crown_reps: int, threads: int, with_lirpa: bool
+) -> None:
+    rows, ratios = [], []
+    for name in nets:
+        methods = {"concrete", "daic Box", "daic HZ", *(LIRPA if with_lirpa else ())}
+        steps = all_steps(name, device, methods)
+        crown_step = steps.pop("LiRPA CROWN-IBP", None)
+        seconds = W.median_seconds(steps, reps, device)
+        base = seconds["concrete"]
+        relative = {method: s / base for method, s in seconds.items()}
+        if crown_step is not None:
+            # CROWN-IBP is 15-25x slower: it gets its own, shorter round, against the concrete step again,
+            # so that the round of the others stays short enough for many repetitions.
+            crown = W.median_seconds({"concrete": steps["concrete"], "CROWN": crown_step}, crown_reps, device)
+            seconds["LiRPA CROWN-IBP"] = crown["CROWN"]
+            relative["LiRPA CROWN-IBP"] = crown["CROWN"] / crown["concrete"]
+        del steps, crown_step
+        peaks = {method: peak(name, method, device, threads) for method in seconds}
+        batch = str(W.WORKLOADS[name].batch)
+        for method, s in seconds.items():
+            rows.append(
+                [
+                    name,
+                    batch,
+                    method,
+                    f"{s * 1e3:.1f}",
+                    f"{relative[method]:.2f}",
+                    f"{peaks[method] / 2**20:.0f}",
+                ]
+            )
+        if not with_lirpa:
+            rows += [[name, batch, method, "not installed", "", ""] for method in LIRPA]
+        ibp = seconds.get("LiRPA IBP")
+        crown = relative.get("LiRPA CROWN-IBP")
+        ratios.append(
+            [
+                name,
+                f"{seconds['daic Box'] / base:.2f}",
+                f"{seconds['daic Box'] / ibp:.2f}" if ibp else "-",
+                f"{seconds['daic HZ'] / base:.2f}",
+                f"{ibp / base:.2f}" if ibp else "-",
+                f"{crown:.1f}" if crown else "-",
+            ]
+        )
+    memory = "peak allocated MiB" if device.type == "cuda" else "peak RSS growth MiB"
+    show(
+        f"Training step, median of {reps} interleaved repetitions ({crown_reps} for CROWN-IBP, in a round of"
+        " its own with the concrete step)",
+        ["network", "batch", "method", "ms", "x concrete", memory],
+        rows,
+    )
+    show(
+        "Ratios (same run)",
+        [
+            "network",
+            "daic Box / concrete",
+            "daic Box / LiRPA IBP",
+            "daic HZ / concrete",
+            "LiRPA IBP / concrete",
+            "CROWN-IBP / concrete",
+        ],
+        ratios,
+    )
+
+
+def hbox_section(nets: list[str], device: torch.device, images: int, reps: int) -> None:
+    rows = []
+    for name in nets:
+        r = W.hbox_certification(name, images, reps, device)
+        rows.append(
+            [
+                name,
+                f"{1 / r['per_image_s']:.2f}",
+                f"{r['per_image_s']:.3f}",
+                f"{r['forward_s'] * 1e3:.2f}",
+                f"{r['ratio']:.0f}",
+                str(r["batch"]),
+            ]
+        )
+    show(
+        f"HBox certification (float64), {images} random images per run, median of {reps} runs",
+        ["network", "images/s", "s/image", "batch-1 forward ms", "HBox / forward", "images per batch"],
+        rows,
+    )
+
+
+def ddp_child(name: str, steps: int) -> None:
+    """Under torchrun: two epochs of the Box goal on random images; rank 0 prints the second's figures."""
+    from daic.runtime.data import Dataset, TensorData
+    from daic.runtime.distributed import join
+    from daic.runtime.goals import Box
+    from daic.runtime.optim import SGD
+    from daic.runtime.scheme import Scheme
+    from daic.runtime.trainer import Trainer
+
+    torch.set_num_threads(int(os.environ.get("BENCH_THREADS", "1")))
+    group = join(os.environ.get("BENCH_DEVICE", "cpu"))
+    work = W.WORKLOADS[name]
+    x, y = W.inputs(name, work.batch * steps)
+    data = TensorData(x, y, x[:1], y[:1], 10)
+    scheme = Scheme(Dataset(), work.epsilon, Box(), 2, batch=work.batch, optimizer=SGD(lr=0.01))
+    trainer = Trainer(W.build(name), scheme, data, group=group, log_every=10**9)
+    trainer.train_epoch(0)
+    result = trainer.train_epoch(1)
+    if group.is_main:
+        print(json.dumps(result))
+    group.close()
+
+
+def processes_section(nets: list[str], device: torch.device, threads: int, steps: int) -> None:
+    rows = []
+    counts = [1, 2] if device.type == "cpu" or torch.cuda.device_count() >= 2 else [1]
+    for name in nets:
+        base = None
+        for n in counts:
+            each = max(1, threads // n) if device.type == "cpu" else threads
+            command = [
+                sys.executable,
+                "-m",
+                "torch.distributed.run",
+                "--standalone",
+                f"--nproc-per-node={n}",
+                __file__,
+                "--ddp-child",
+                name,
+                "--ddp-steps",
+                str(steps),
+                "--no-lirpa",
+            ]
+            env = {
+                **os.environ,
+                "OMP_NUM_THREADS": str(each),
+                "BENCH_THREADS": str(each),
+                "BENCH_DEVICE": device.type,
+            }
+            done = subprocess.run(command, capture_output=True, text=True, env=env)
+            if done.returncode:
+                raise RuntimeError(f"{n} processes on {name} failed:\n{done.stderr[-3000:]}")
+            r = json.loads(done.stdout.strip().splitlines()[-1])
+            base = base or r["examples_per_s"]
+            per_epoch = W.WORKLOADS[name].epoch_images / r["examples_per_s"]
+            rows.append(
+                [
+                    name,
+                    str(n),
+                    str(each) if device.type == "cpu" else "1 GPU",
+                    f"{r['examples_per_s']:.0f}",
+                    f"{per_epoch:.0f}",
+                    f"{r['examples_per_s'] / base:.2f}",
+                ]
+            )
+    show(
+        f"Data-parallel training, Box goal, {steps} steps of the global batch per epoch",
+        ["network", "processes", "threads each", "images/s", "s per epoch of the data set", "speed-up"],
+        rows,
+    )
+
+
+def with_corr_max(text: str, k: int) -> str:
+    """The network with `CorrMaxK k` right after its Normalize line (k = 0: none)."""
+    lines = text.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("Normalize")) + 1
+    extra = [f"CorrMaxK only_train=True num_correlate={k}"] if k else []
+    return "\n".join(lines[:at] + extra + lines[at:]) + "\n"
+
+
+def epoch_seconds(name: str, step_seconds: float, batch: int) -> float:
+    return step_seconds * math.ceil(W.WORKLOADS[name].epoch_images / batch)
+
+
+def scaling_section(device: torch.device, reps: int, batches: list[int], ks: list[int]) -> None:
+    name = "resnettiny_fewcombo"
+    rows = []
+    for batch in batches:
+        model = W.build(name).to(device)
+        x, y = (t.to(device) for t in W.inputs(name, batch))
+        s = W.median_seconds(W.daic_steps(model, x, y, W.WORKLOADS[name].epsilon), reps, device)
+        epoch = {method: epoch_seconds(name, v, batch) for method, v in s.items()}
+        rows.append(
+            [
+                str(batch),
+                f"{epoch['concrete']:.0f}",
+                f"{epoch['daic Box']:.0f}",
+                f"{epoch['daic HZ']:.0f}",
+                f"{s['daic HZ'] / s['concrete']:.2f}",
+            ]
+        )
+    show(
+        f"Seconds per epoch (50,000 images) against batch size: {name}, from the median of {reps} steps",
+        ["batch", "concrete", "daic Box", "daic HZ", "HZ / concrete"],
+        rows,
+    )
+    name, rows, first = "convbig", [], None
+    for k in ks:
+        model = W.build(name, with_corr_max(W.net_text(name), k)).to(device)
+        x, y = (t.to(device) for t in W.inputs(name))
+        steps = W.daic_steps(model, x, y, W.WORKLOADS[name].epsilon)
+        s = W.median_seconds({"concrete": steps["concrete"], "daic HZ": steps["daic HZ"]}, reps, device)
+        first = first or s["daic HZ"]
+        batch = W.WORKLOADS[name].batch
+        rows.append(
+            [
+                str(k),
+                f"{epoch_seconds(name, s['concrete'], batch):.0f}",
+                f"{epoch_seconds(name, s['daic HZ'], batch):.0f}",
+                f"{s['daic HZ'] / s['concrete']:.2f}",
+                f"{s['daic HZ'] / first:.2f}",
+            ]
+        )
+    show(
+        f"Seconds per epoch against correlated error terms: {name} with CorrMaxK k at its input, batch 50, "
+        f"median of {reps} steps",
+        ["k", "concrete", "daic HZ", "HZ / concrete", "HZ / HZ at first k"],
+        rows,
+    )
+
+
+def describe(device: torch.device, threads: int, with_lirpa: bool) -> None:
+    if device.type == "cuda":
+        machine = f"{torch.cuda.get_device_name(device)} ({torch.cuda.device_count()} visible)"
+    else:
+        machine = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {threads} threads"
+    peer = "auto_LiRPA 0.3 (patched at run time)" if with_lirpa else "auto_LiRPA not installed"
+    malloc = "glibc keeps freed memory" if device.type == "cpu" else "caching allocator"
+    print(f"machine: {machine}; torch {torch.__version__}; {peer}; {malloc}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="CPU threads in all")
+    parser.add_argument("--reps", type=int, default=9)
+    parser.add_argument("--crown-reps", type=int, default=3)
+    parser.add_argument("--nets", default=",".join(W.WORKLOADS))
+    parser.add_argument("--sections", default=",".join(SECTIONS))
+    parser.add_argument("--hbox-nets", default="convsmall,convbig,resnettiny,resnettiny_fewcombo")
+    parser.add_argument("--hbox-images", type=int, default=4)
+    parser.add_argument("--hbox-reps", type=int, default=3)
+    parser.add_argument("--ddp-nets", default="convbig,resnettiny")
+    parser.add_argument("--ddp-steps", type=int, default=10)
+    parser.add_argument("--batches", default="25,50,100,200")
+    parser.add_argument("--ks", default="0,8,32,128")
+    parser.add_argument("--no-lirpa", action="store_true", help="leave auto_LiRPA out even if installed")
+    parser.add_argument("--peak-child", help=argparse.SUPPRESS)
+    parser.add_argument("--ddp-child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    with_lirpa = not args.no_lirpa and lirpa.available()
+    if with_lirpa:
+        lirpa.patch()
+    if args.peak_child:
+        name, method = args.peak_child.split(":")
+        return peak_child(name, method, torch.device(args.device))
+    if args.ddp_child:
+        return ddp_child(args.ddp_child, args.ddp_steps)
+    device = torch.device(args.device)
+    if device.type == "cpu":
+        W.reexec_with_malloc_tuning()
+    torch.set_num_threads(args.threads)
+    sections = set(args.sections.split(","))
+    unknown = sections - set(SECTIONS)
+    if unknown:
+        parser.error(f"unknown sections {sorted(unknown)}; choose from {', '.join(SECTIONS)}")
+    describe(device, args.threads, with_lirpa)
+    split = lambda text: [item for item in text.split(",") if item]  # noqa: E731
+    if "main" in sections:
+        main_section(split(args.nets), device, args.reps, args.crown_reps, args.threads, with_lirpa)
+    if "hbox" in sections:
+        hbox_section(split(args.hbox_nets), device, args.hbox_images, args.hbox_reps)
+    if "processes" in sections:
+        processes_section(split(args.ddp_nets), device, args.threads, args.ddp_steps)
+    if "scaling" in sections:
+        scaling_section(
+            device,
+            max(3, args.reps // 2),
+            [int(b) for b in split(args.batches)],
+            [int(k) for k in split(args.ks)],
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,51 @@
+"""The benchmark suite: it runs end to end and prints its tables, its peak-memory probe sees a step's
+allocations, and the networks of its scaling table are the stdlib ones with CorrMaxK added. Timings are
+never asserted (these machines are shared)."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+BENCH = Path(__file__).parents[2] / "bench"
+sys.path.insert(0, str(BENCH))
+
+import suite  # noqa: E402
+import workloads  # noqa: E402
+
+
+def test_main_table_has_every_method_with_figures():
+    command = [sys.executable, str(BENCH / "suite.py"), "--device", "cpu", "--threads", "1"]
+    command += ["--nets", "convsmall", "--reps", "1", "--sections", "main", "--no-lirpa"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [[cell.strip() for cell in line.split("|")[1:-1]] for line in done.stdout.splitlines()]
+    steps = [row for row in rows if len(row) == 6 and row[:2] == ["convsmall", "100"]]
+    assert [row[2] for row in steps] == ["concrete", "daic Box", "daic HZ", "LiRPA IBP", "LiRPA CROWN-IBP"]
+    assert steps[0][4] == "1.00" and all(row[1] == "100" for row in steps)
+    for row in steps[:3]:
+        assert float(row[3]) > 0 and float(row[4]) > 0 and int(row[5]) >= 0
+    assert steps[3][3] == "not installed"  # --no-lirpa: the peer's rows say so rather than vanish
+    (ratios,) = [row for row in rows if len(row) == 6 and row[0] == "convsmall" and row[2] == "-"]
+    assert float(ratios[1]) > 1 and float(ratios[3]) > 1  # abstract steps cost more than the concrete one
+
+
+def test_peak_probe_sees_the_memory_a_step_touches():
+    def step() -> None:
+        torch.ones(16 * 2**20)  # 64 MiB, written
+
+    peak = workloads.peak_bytes(lambda: step, torch.device("cpu"))
+    assert 64 * 2**20 <= peak < 256 * 2**20
+
+
+@pytest.mark.parametrize("k", [0, 8])
+def test_scaling_networks_add_corr_max_after_normalize(k):
+    text = suite.with_corr_max(workloads.net_text("convbig"), k)
+    lines = [line for line in text.splitlines() if line and not line.startswith("#")]
+    assert lines[0].startswith("Normalize")
+    assert (lines[1] == f"CorrMaxK only_train=True num_correlate={k}") == (k > 0)
+    model = workloads.build("convbig", text)
+    names = [type(layer).__name__ for layer in model.modules()]
+    assert names.count("CorrelateMax") == (1 if k else 0)
