@@ -4,4 +4,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x bench/.venv-peers/bin/python ] || bench/peers_setup.sh
-exec bench/.venv-peers/bin/python -W ignore::FutureWarning bench/suite.py "$@"
+export PYTHONWARNINGS=ignore::FutureWarning  # torch.jit deprecations inside auto_LiRPA, in every child too
+exec bench/.venv-peers/bin/python bench/suite.py "$@"
