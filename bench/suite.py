@@ -359,16 +359,33 @@ def main() -> None:
         return peak_child(name, method, torch.device(args.device))
     if args.ddp_child:
         return ddp_child(args.ddp_child, args.ddp_steps)
-    device = torch.device(args.device)
-    if device.type == "cpu":
-        W.reexec_with_malloc_tuning()
-    torch.set_num_threads(args.threads)
     sections = set(args.sections.split(","))
     unknown = sections - set(SECTIONS)
     if unknown:
         parser.error(f"unknown sections {sorted(unknown)}; choose from {', '.join(SECTIONS)}")
-    describe(device, args.threads, with_lirpa)
     split = lambda text: [item for item in text.split(",") if item]  # noqa: E731
+    for option in ("nets", "hbox_nets", "ddp_nets"):
+        unknown = set(split(getattr(args, option))) - set(W.WORKLOADS)
+        if unknown:
+            flag = "--" + option.replace("_", "-")
+            parser.error(f"{flag}: unknown networks {sorted(unknown)}; choose from {', '.join(W.WORKLOADS)}")
+    for option in ("batches", "ks"):
+        if not all(item.isdigit() for item in split(getattr(args, option))):
+            parser.error(
+                f"--{option}: a comma-separated list of whole numbers, got {getattr(args, option)!r}"
+            )
+    try:
+        device = torch.device(args.device)
+    except RuntimeError:
+        parser.error(f"--device: not a device: {args.device!r} (cpu, cuda, cuda:1, ...)")
+    if device.type == "cuda" and not torch.cuda.is_available():
+        parser.error(f"--device {args.device}: no CUDA device is available here")
+    if device.type not in ("cpu", "cuda"):
+        parser.error(f"--device {args.device}: the suite measures on cpu or cuda")
+    if device.type == "cpu":
+        W.reexec_with_malloc_tuning()  # after the checks, so that a mistake is reported once
+    torch.set_num_threads(args.threads)
+    describe(device, args.threads, with_lirpa)
     if "main" in sections:
         main_section(split(args.nets), device, args.reps, args.crown_reps, args.threads, with_lirpa)
     if "hbox" in sections:

@@ -49,3 +49,21 @@ def test_scaling_networks_add_corr_max_after_normalize(k):
     model = workloads.build("convbig", text)
     names = [type(layer).__name__ for layer in model.modules()]
     assert names.count("CorrelateMax") == (1 if k else 0)
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        (["--nets", "convsmall,vgg"], "--nets: unknown networks ['vgg']"),
+        (["--sections", "main,speed"], "unknown sections ['speed']"),
+        (["--ks", "0,eight"], "--ks: a comma-separated list of whole numbers"),
+    ],
+)
+def test_bad_options_are_refused_with_a_message(option, message):
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "suite.py"), "--device", "cpu", "--no-lirpa", *option],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr
