@@ -51,14 +51,15 @@ def show(title: str, header: list[str], rows: list[list[str]]) -> None:
     print(f"\n### {title}\n\n{table(header, rows)}", flush=True)
 
 
-def all_steps(name: str, device: torch.device, methods: set[str]) -> dict[str, W.Step]:
-    """The training steps of `methods` on one network and batch (auto_LiRPA's only if asked for)."""
-    model = W.build(name).to(device)
-    x, y = (t.to(device) for t in W.inputs(name))
-    return method_steps(model, x, y, W.WORKLOADS[name].epsilon, methods)
+def network_and_batch(name: str, device: torch.device, text: str | None = None, batch: int | None = None):
+    """The network (or `text` at its input shape) and a batch of its inputs, on `device`."""
+    model = W.build(name, text).to(device)
+    x, y = (t.to(device) for t in W.inputs(name, batch))
+    return model, x, y
 
 
 def method_steps(model, x, y, eps: float, methods: set[str]) -> dict[str, W.Step]:
+    """The training steps of `methods` on one network and batch (auto_LiRPA's only if asked for)."""
     steps = W.daic_steps(model, x, y, eps)
     if methods & set(LIRPA):
         steps |= lirpa.steps(model, x, y, eps)
@@ -71,8 +72,7 @@ def method_steps(model, x, y, eps: float, methods: set[str]) -> dict[str, W.Step
 def peak_child(name: str, method: str, device: torch.device) -> None:
     """In a fresh process (see `peak`): the peak memory of one method's two first steps, as JSON."""
     torch.set_num_threads(int(os.environ.get("BENCH_THREADS", "1")))
-    model = W.build(name).to(device)
-    x, y = (t.to(device) for t in W.inputs(name))
+    model, x, y = network_and_batch(name, device)
     eps = W.WORKLOADS[name].epsilon
     print(
         json.dumps(
@@ -103,12 +103,14 @@ def peak(name: str, method: str, device: torch.device, threads: int) -> int:
 
 
 def main_section(
-    nets: list[str], device: torch.device, reps: int, crown_reps: int, threads: int, with_lirpa: bool
+    nets: list[str], device: torch.device, reps: int, crown_reps: int, threads: int, peer: str | None
 ) -> None:
+    """`peer`: why auto_LiRPA's rows are empty, or None when they are measured."""
+    with_lirpa = peer is None
     rows, ratios = [], []
     for name in nets:
         methods = {"concrete", "daic Box", "daic HZ", *(LIRPA if with_lirpa else ())}
-        steps = all_steps(name, device, methods)
+        steps = method_steps(*network_and_batch(name, device), W.WORKLOADS[name].epsilon, methods)
         crown_step = steps.pop("LiRPA CROWN-IBP", None)
         seconds = W.median_seconds(steps, reps, device)
         base = seconds["concrete"]
@@ -134,7 +136,7 @@ def main_section(
                 ]
             )
         if not with_lirpa:
-            rows += [[name, batch, method, "not installed", "", ""] for method in LIRPA]
+            rows += [[name, batch, method, peer, "", ""] for method in LIRPA]
         ibp = seconds.get("LiRPA IBP")
         crown = relative.get("LiRPA CROWN-IBP")
         ratios.append(
@@ -277,8 +279,7 @@ def scaling_section(device: torch.device, reps: int, batches: list[int], ks: lis
     name = "resnettiny_fewcombo"
     rows = []
     for batch in batches:
-        model = W.build(name).to(device)
-        x, y = (t.to(device) for t in W.inputs(name, batch))
+        model, x, y = network_and_batch(name, device, batch=batch)
         s = W.median_seconds(W.daic_steps(model, x, y, W.WORKLOADS[name].epsilon), reps, device)
         epoch = {method: epoch_seconds(name, v, batch) for method, v in s.items()}
         rows.append(
@@ -291,18 +292,18 @@ def scaling_section(device: torch.device, reps: int, batches: list[int], ks: lis
             ]
         )
     show(
-        f"Seconds per epoch (50,000 images) against batch size: {name}, from the median of {reps} steps",
+        f"Seconds per epoch ({W.WORKLOADS[name].epoch_images:,} images) against batch size: {name}, from the "
+        f"median of {reps} steps",
         ["batch", "concrete", "daic Box", "daic HZ", "HZ / concrete"],
         rows,
     )
     name, rows, first = "convbig", [], None
+    batch = W.WORKLOADS[name].batch
     for k in ks:
-        model = W.build(name, with_corr_max(W.net_text(name), k)).to(device)
-        x, y = (t.to(device) for t in W.inputs(name))
+        model, x, y = network_and_batch(name, device, with_corr_max(W.net_text(name), k))
         steps = W.daic_steps(model, x, y, W.WORKLOADS[name].epsilon)
         s = W.median_seconds({"concrete": steps["concrete"], "daic HZ": steps["daic HZ"]}, reps, device)
         first = first or s["daic HZ"]
-        batch = W.WORKLOADS[name].batch
         rows.append(
             [
                 str(k),
@@ -313,21 +314,21 @@ def scaling_section(device: torch.device, reps: int, batches: list[int], ks: lis
             ]
         )
     show(
-        f"Seconds per epoch against correlated error terms: {name} with CorrMaxK k at its input, batch 50, "
-        f"median of {reps} steps",
+        f"Seconds per epoch against correlated error terms: {name} with CorrMaxK k at its input, "
+        f"batch {batch}, median of {reps} steps",
         ["k", "concrete", "daic HZ", "HZ / concrete", "HZ / HZ at first k"],
         rows,
     )
 
 
-def describe(device: torch.device, threads: int, with_lirpa: bool) -> None:
+def describe(device: torch.device, threads: int, peer: str | None) -> None:
     if device.type == "cuda":
         machine = f"{torch.cuda.get_device_name(device)} ({torch.cuda.device_count()} visible)"
     else:
         machine = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {threads} threads"
-    peer = "auto_LiRPA 0.3 (patched at run time)" if with_lirpa else "auto_LiRPA not installed"
+    lirpa_state = "auto_LiRPA 0.3 (patched at run time)" if peer is None else f"auto_LiRPA {peer}"
     malloc = "glibc keeps freed memory" if device.type == "cpu" else "caching allocator"
-    print(f"machine: {machine}; torch {torch.__version__}; {peer}; {malloc}")
+    print(f"machine: {machine}; torch {torch.__version__}; {lirpa_state}; {malloc}")
 
 
 def main() -> None:
@@ -351,7 +352,10 @@ def main() -> None:
     parser.add_argument("--peak-child", help=argparse.SUPPRESS)
     parser.add_argument("--ddp-child", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    with_lirpa = not args.no_lirpa and lirpa.available()
+    peer = None if lirpa.available() else "not installed"
+    if args.no_lirpa and peer is None:
+        peer = "left out (--no-lirpa)"
+    with_lirpa = peer is None
     if with_lirpa:
         lirpa.patch()
     if args.peak_child:
@@ -385,9 +389,9 @@ def main() -> None:
     if device.type == "cpu":
         W.reexec_with_malloc_tuning()  # after the checks, so that a mistake is reported once
     torch.set_num_threads(args.threads)
-    describe(device, args.threads, with_lirpa)
+    describe(device, args.threads, peer)
     if "main" in sections:
-        main_section(split(args.nets), device, args.reps, args.crown_reps, args.threads, with_lirpa)
+        main_section(split(args.nets), device, args.reps, args.crown_reps, args.threads, peer)
     if "hbox" in sections:
         hbox_section(split(args.hbox_nets), device, args.hbox_images, args.hbox_reps)
     if "processes" in sections:

@@ -60,12 +60,10 @@ MALLOC_TUNING = {
 }
 
 
-def reexec_with_malloc_tuning() -> bool:
-    """Restarts this script under MALLOC_TUNING unless it runs under it already; False if it does."""
-    if all(os.environ.get(k) == v for k, v in MALLOC_TUNING.items()):
-        return False
-    os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **MALLOC_TUNING})
-    return True  # not reached
+def reexec_with_malloc_tuning() -> None:
+    """Restarts this script under MALLOC_TUNING, unless it runs under it already."""
+    if any(os.environ.get(k) != v for k, v in MALLOC_TUNING.items()):
+        os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **MALLOC_TUNING})
 
 
 def net_text(name: str) -> str:
