@@ -7,6 +7,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
+from .. import native
 from ..context import AbstractContext
 from ..domains import Box, HybridZonotope
 from .base import AbstractMixin
@@ -24,13 +25,21 @@ class _BoxReLU(torch.autograd.Function):
     ``s = (g_c' + g_r') / 2`` to both ``c`` and ``r``; a dead one nothing. With ``d = (g_c' - g_r') / 2``
     that is ``g_c = [u > 0] s + [l > 0] d`` and ``g_r = [u > 0] s - [l > 0] d``, where ``u > 0`` iff
     ``c' > 0`` and ``l > 0`` iff ``c' > r'``: the saved outputs, which the next layer keeps anyway.
+
+    On the CPU both directions run as one fused pass (`runtime.native`) where a C compiler is available:
+    the composed passes are bound by memory traffic, and the fused ones cut the ReLUs' share of a ConvBig
+    Box step from 20 to 9 ms. The ATen ops below are the same arithmetic, for every other case.
     """
 
     @staticmethod
     def forward(ctx, center: Tensor, radius: Tensor) -> tuple[Tensor, Tensor]:  # type: ignore[override]
-        zero = torch.zeros((), dtype=center.dtype, device=center.device)
-        new_radius = torch.lerp(center, radius, 0.5).clamp_(min=zero, max=radius)
-        new_center = torch.maximum(center, new_radius)
+        fused = native.box_relu_forward(center, radius)
+        if fused is not None:
+            new_center, new_radius = fused
+        else:
+            zero = torch.zeros((), dtype=center.dtype, device=center.device)
+            new_radius = torch.lerp(center, radius, 0.5).clamp_(min=zero, max=radius)
+            new_center = torch.maximum(center, new_radius)
         ctx.save_for_backward(new_center, new_radius)
         return new_center, new_radius
 
@@ -42,6 +51,9 @@ class _BoxReLU(torch.autograd.Function):
             grad_center = torch.zeros_like(new_center)
         if grad_radius is None:
             grad_radius = torch.zeros_like(new_center)
+        fused = native.box_relu_backward(grad_center, grad_radius, new_center, new_radius)
+        if fused is not None:
+            return fused
         shared = torch.lerp(grad_center, grad_radius, 0.5)
         half_diff = torch.sub(grad_center, shared)
         # threshold_backward(g, t, 0) is g where t > 0, else 0: one pass, no mask tensor.

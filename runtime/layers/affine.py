@@ -62,7 +62,9 @@ class _BoxLinear(torch.autograd.Function):
             if need_w:
                 grad_w = gc.t() @ center
                 grad_w.addcmul_(torch.sign(weight), gr.t() @ radius)
-            return gc @ weight if need_c else None, gr @ saved_abs[0] if need_r else None, grad_w, grad_b
+            grad_c = _transposed_product(weight, gc) if need_c else None
+            grad_r = _transposed_product(saved_abs[0], gr) if need_r else None
+            return grad_c, grad_r, grad_w, grad_b
         grad_c = torch.empty_like(center) if need_c else None
         grad_r = torch.empty_like(radius) if need_r else None
         grad_w = torch.empty_like(weight) if need_w else None
@@ -76,6 +78,16 @@ class _BoxLinear(torch.autograd.Function):
                 block = gc.t() @ center[:, cols]
                 grad_w[:, cols] = block.addcmul_(torch.sign(w), gr.t() @ radius[:, cols])
         return grad_c, grad_r, grad_w, grad_b
+
+
+def _transposed_product(weight: Tensor, grad: Tensor) -> Tensor:
+    """``grad @ weight``, (B, out) x (out, in), computed as ``(weight^T grad^T)^T``: the same products, but
+    MKL runs this orientation faster on the CPU (4.5 vs 7 ms for ConvBig's 512 x 4096 weight at batch 50,
+    measured with the cache flushed as a step leaves it). The result is a transposed view; its consumers
+    (the flattening copy, the ReLU's kernel) read any layout. Elsewhere the plain product."""
+    if weight.device.type != "cpu":
+        return grad @ weight
+    return torch.mm(weight.t(), grad.t()).t()
 
 
 BLOCK_ELEMENTS = 2**19

@@ -1,0 +1,172 @@
+"""The fused native kernels: bitwise equal to the composed ATen ops, used only where they apply, and a
+clean fallback (with its reason) where they cannot be built."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from daic.runtime import AbstractContext, Box, ReLU, native
+from daic.runtime.layers.activation import _BoxReLU
+from daic.runtime.native import build
+
+pytestmark = pytest.mark.skipif(
+    build.load("box_kernels").library is None, reason=f"native kernels: {native.status()}"
+)
+
+
+def aten_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(native, "box_relu_forward", lambda *args: None)
+    monkeypatch.setattr(native, "box_relu_backward", lambda *args: None)
+
+
+def relu_with_grads(
+    center: torch.Tensor, radius: torch.Tensor, cotangents: tuple[torch.Tensor, torch.Tensor]
+):
+    center = center.detach().clone().requires_grad_()
+    radius = radius.detach().clone().requires_grad_()
+    out = _BoxReLU.apply(center, radius)
+    torch.autograd.backward(out, cotangents)
+    return out[0].detach(), out[1].detach(), center.grad, radius.grad
+
+
+def boxes_with_every_case(shape, dtype, layout, seed: int = 0):
+    """Centers and radii where neurons are active, crossing and dead, with exact ties (``c = r``,
+    ``c = -r``, ``r = 0``, zeros) among them, and cotangents for both outputs."""
+    g = torch.Generator().manual_seed(seed)
+    center = torch.randn(shape, generator=g, dtype=dtype)
+    radius = torch.rand(shape, generator=g, dtype=dtype)
+    flat_c, flat_r = center.view(-1), radius.view(-1)
+    n = flat_c.numel()
+    flat_r[: n // 8] = 0
+    flat_c[n // 8 : n // 4] = flat_r[n // 8 : n // 4]
+    flat_c[n // 4 : 3 * n // 8] = -flat_r[n // 4 : 3 * n // 8]
+    flat_c[3 * n // 8 : n // 2] = 0
+    cotangents = (torch.randn(shape, generator=g, dtype=dtype), torch.randn(shape, generator=g, dtype=dtype))
+    fmt = torch.channels_last if layout == "channels_last" else torch.contiguous_format
+    return [t.contiguous(memory_format=fmt) for t in (center, radius, *cotangents)]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize(
+    "shape,layout",
+    [
+        ((3, 50), "contiguous"),
+        ((2, 5, 7, 9), "contiguous"),
+        ((2, 5, 7, 9), "channels_last"),
+        ((4, 16, 32, 32), "channels_last"),
+    ],  # the last one is large enough to run on several threads
+)
+def test_fused_box_relu_is_bitwise_the_aten_one(monkeypatch, dtype, shape, layout):
+    center, radius, *cotangents = boxes_with_every_case(shape, dtype, layout)
+    assert native.box_relu_forward(center, radius) is not None
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)  # the kernels split large tensors among the threads torch uses
+    try:
+        fused = relu_with_grads(center, radius, tuple(cotangents))
+    finally:
+        torch.set_num_threads(threads)
+    aten_only(monkeypatch)
+    composed = relu_with_grads(center, radius, tuple(cotangents))
+    for a, b in zip(fused, composed, strict=True):
+        assert a.stride() == b.stride() or a.is_contiguous() == b.is_contiguous()
+        assert torch.equal(a, b)
+
+
+def test_fused_box_relu_values_by_case():
+    # active (c - r > 0), crossing, dead, and the ties between them
+    center = torch.tensor([[3.0, 1.0, -3.0, 2.0, -2.0, 0.0]])
+    radius = torch.tensor([[1.0, 2.0, 1.0, 2.0, 2.0, 0.0]])
+    new_center, new_radius = native.box_relu_forward(center, radius)
+    # bounds: [2, 4] -> [2, 4]; [-1, 3] -> [0, 3]; [-4, -2] -> 0; [0, 4] -> [0, 4]; [-4, 0] -> 0; 0 -> 0
+    assert new_center.tolist() == [[3.0, 1.5, 0.0, 2.0, 0.0, 0.0]]
+    assert new_radius.tolist() == [[1.0, 1.5, 0.0, 2.0, 0.0, 0.0]]
+    grad_c, grad_r = native.box_relu_backward(
+        torch.full_like(center, 4.0), torch.full_like(center, 2.0), new_center, new_radius
+    )
+    # active: passed through; crossing (and the tie l = 0): both get (4 + 2) / 2; dead: nothing
+    assert grad_c.tolist() == [[4.0, 3.0, 0.0, 3.0, 0.0, 0.0]]
+    assert grad_r.tolist() == [[2.0, 3.0, 0.0, 3.0, 0.0, 0.0]]
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        pytest.param(lambda: (torch.randn(4, 6).t(), torch.rand(4, 6).t()), id="transposed"),
+        pytest.param(lambda: (torch.randn(4, 6), torch.rand(6, 4).t()), id="mixed strides"),
+        pytest.param(lambda: (torch.randn(4, 6).half(), torch.rand(4, 6).half()), id="float16"),
+        pytest.param(lambda: (torch.randn(4, 6), torch.rand(4, 6).double()), id="mixed dtypes"),
+        pytest.param(lambda: (torch.randn(0, 6), torch.rand(0, 6)), id="empty"),
+    ],
+)
+def test_tensors_the_kernels_cannot_walk_are_left_to_aten(make):
+    center, radius = make()
+    assert native.box_relu_forward(center, radius) is None
+    assert native.box_relu_backward(center, radius, center, radius) is None
+
+
+def test_the_relu_of_mixed_layouts_is_still_right():
+    center, radius = torch.randn(4, 6), torch.rand(6, 4).t()
+    lower, upper = ReLU().abstract(Box(center, radius), AbstractContext()).bounds()
+    torch.testing.assert_close(lower, torch.relu(center - radius))
+    torch.testing.assert_close(upper, torch.relu(center + radius))
+
+
+def test_gradcheck_through_the_fused_relu():
+    g = torch.Generator().manual_seed(3)
+    center = torch.randn((3, 20), generator=g, dtype=torch.float64, requires_grad=True)
+    radius = torch.rand((3, 20), generator=g, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(_BoxReLU.apply, (center, radius))
+
+
+def test_without_a_compiler_the_loader_says_why(monkeypatch, tmp_path):
+    monkeypatch.setattr(build, "find_compiler", lambda: None)
+    build.load.cache_clear()
+    try:
+        loaded = build.load("box_kernels")
+        assert loaded.library is None and loaded.detail == "no C compiler found (set CC)"
+        assert native.status() == "unavailable: no C compiler found (set CC)"
+        assert native.box_relu_forward(torch.randn(2, 3), torch.rand(2, 3)) is None
+    finally:
+        build.load.cache_clear()
+
+
+def test_a_broken_compiler_is_reported_and_nothing_is_left_in_the_cache(monkeypatch, tmp_path):
+    fake = tmp_path / "cc"
+    fake.write_text("#!/bin/sh\necho 'cc: error: no such flag' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("CC", str(fake))
+    monkeypatch.setenv("DAIC_CACHE_DIR", str(tmp_path / "cache"))
+    build.load.cache_clear()
+    try:
+        loaded = build.load("box_kernels")
+        assert loaded.library is None
+        assert loaded.detail.startswith(f"could not build box_kernels.c with {fake}: ")
+        assert loaded.detail.count("cc: error: no such flag") == len(build.FLAG_SETS)
+        assert list((tmp_path / "cache" / "kernels").iterdir()) == []  # no temporary left behind
+    finally:
+        build.load.cache_clear()
+
+
+def test_disabled_by_environment(monkeypatch):
+    monkeypatch.setenv("DAIC_NATIVE", "0")
+    build.load.cache_clear()
+    try:
+        assert native.status() == "unavailable: disabled by DAIC_NATIVE=0"
+    finally:
+        build.load.cache_clear()
+
+
+def test_a_fresh_cache_builds_once_and_reuses_the_library(monkeypatch, tmp_path):
+    monkeypatch.setenv("DAIC_CACHE_DIR", str(tmp_path))
+    build.load.cache_clear()
+    try:
+        first = build.load("box_kernels")
+        assert first.library is not None and str(tmp_path) in first.detail
+        built = sorted(p.name for p in (tmp_path / "kernels").iterdir())
+        assert len(built) == 1 and built[0].startswith("box_kernels-") and built[0].endswith(".so")
+        build.load.cache_clear()
+        monkeypatch.setattr(build, "_build", lambda *args: pytest.fail("rebuilt a cached library"))
+        assert build.load("box_kernels").library is not None
+    finally:
+        build.load.cache_clear()
