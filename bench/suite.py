@@ -32,6 +32,8 @@ from pathlib import Path
 
 import torch
 
+from daic.runtime import native
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import lirpa
@@ -328,7 +330,8 @@ def describe(device: torch.device, threads: int, peer: str | None) -> None:
         machine = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {threads} threads"
     lirpa_state = "auto_LiRPA 0.3 (patched at run time)" if peer is None else f"auto_LiRPA {peer}"
     malloc = "glibc keeps freed memory" if device.type == "cpu" else "caching allocator"
-    print(f"machine: {machine}; torch {torch.__version__}; {lirpa_state}; {malloc}")
+    kernels = f"daic's native kernels {native.status()}" if device.type == "cpu" else ""
+    print(f"machine: {machine}; torch {torch.__version__}; {lirpa_state}; {malloc}; {kernels}".rstrip("; "))
 
 
 def main() -> None:

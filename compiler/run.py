@@ -203,7 +203,7 @@ def execute(
     """
     import torch
 
-    from daic.runtime import ibp_init_
+    from daic.runtime import ibp_init_, native
     from daic.runtime.checkpoint import load
     from daic.runtime.distributed import DistributedError, Group, local_batch
     from daic.runtime.trainer import Trainer
@@ -242,6 +242,7 @@ def execute(
                 "device": str(group.device),
                 "processes": group.world,
                 "amp": amp,
+                "native_kernels": native.status() if group.device.type == "cpu" else "not used off the CPU",
                 "epochs": scheme.epochs,
                 "command": sys.argv,
                 "started": time.time(),

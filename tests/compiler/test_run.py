@@ -176,6 +176,8 @@ def test_daic_run_writes_the_run_folder(tiny_scheme, tmp_path):
     assert (out / "tiny.dai").read_text().startswith("scheme Tiny {\n    net = ")
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["epoch"] for r in rows] == [1, 2] and "Acc" in rows[1] and "Acc" not in rows[0]
+    record = json.loads((out / "run.json").read_text())
+    assert record["device"] == "cpu" and record["native_kernels"].startswith(("loaded ", "unavailable: "))
 
 
 def test_run_errors_are_messages_not_tracebacks(tmp_path, tiny_scheme):
