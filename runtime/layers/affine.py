@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
+from .. import native
 from ..context import AbstractContext
 from ..domains import Box, HybridZonotope
 from ..domains.local_terms import LocalTerms
@@ -61,7 +62,7 @@ class _BoxLinear(torch.autograd.Function):
             grad_w = None
             if need_w:
                 grad_w = gc.t() @ center
-                grad_w.addcmul_(torch.sign(weight), gr.t() @ radius)
+                _add_signed_product(grad_w, weight, gr.t() @ radius)
             grad_c = _transposed_product(weight, gc) if need_c else None
             grad_r = _transposed_product(saved_abs[0], gr) if need_r else None
             return grad_c, grad_r, grad_w, grad_b
@@ -76,8 +77,15 @@ class _BoxLinear(torch.autograd.Function):
                 grad_r[:, cols] = gr @ w.abs()
             if grad_w is not None:
                 block = gc.t() @ center[:, cols]
-                grad_w[:, cols] = block.addcmul_(torch.sign(w), gr.t() @ radius[:, cols])
+                _add_signed_product(block, w, gr.t() @ radius[:, cols])
+                grad_w[:, cols] = block
         return grad_c, grad_r, grad_w, grad_b
+
+
+def _add_signed_product(grad: Tensor, weight: Tensor, product: Tensor) -> None:
+    """``grad += sign(weight) * product``: the radius path's weight gradient, through |W|."""
+    if not native.add_signed_product_(grad, weight, product):
+        grad.addcmul_(torch.sign(weight), product)
 
 
 def _transposed_product(weight: Tensor, grad: Tensor) -> Tensor:

@@ -1,10 +1,11 @@
 """Fused CPU kernels for the elementwise hot spots of Box training (see `build` for how they are made).
 
 A Box step is bound by memory traffic between its convolutions: the interval ReLU composed of ATen ops
-reads and writes its tensors three times forward and seven times backward, where one pass each suffices.
-These functions run that one pass on CPU tensors that share one dense layout, and return None for anything
-else (another device or dtype, mixed layouts, no compiler), where the caller keeps its ATen path. Both paths
-give bitwise-equal results on finite values (tests/runtime/test_native.py).
+reads and writes its tensors three times forward and seven times backward, where one pass each suffices,
+and the Box linear layer's weight gradient makes a sign matrix as large as the weight to add one product.
+These functions run one pass on CPU tensors whose layout they can walk, and return None (or False) for
+anything else (another device or dtype, mixed layouts, no compiler), where the caller keeps its ATen path.
+Both paths give bitwise-equal results on finite values (tests/runtime/test_native.py).
 """
 
 from __future__ import annotations
@@ -26,6 +27,11 @@ def _library() -> Loaded:
         for suffix in _SUFFIX.values():
             getattr(loaded.library, f"box_relu_forward_{suffix}").argtypes = [pointer] * 4 + [count, threads]
             getattr(loaded.library, f"box_relu_backward_{suffix}").argtypes = [pointer] * 6 + [count, threads]
+            getattr(loaded.library, f"add_signed_product_{suffix}").argtypes = [pointer, count] * 3 + [
+                count,
+                count,
+                threads,
+            ]
         loaded.library._daic_typed = True
     return loaded
 
@@ -96,3 +102,25 @@ def box_relu_backward(
     out = _outputs(center)
     _call(kernel, (grad_center, grad_radius, center, radius, *out))
     return out
+
+
+def add_signed_product_(grad: Tensor, weight: Tensor, product: Tensor) -> bool:
+    """``grad += sign(weight) * product`` in place, for matrices whose rows are contiguous; False (and
+    nothing done) where the kernel does not apply."""
+    tensors = (grad, weight, product)
+    if grad.dim() != 2 or any(t.shape != grad.shape or t.stride(1) != 1 for t in tensors):
+        return False
+    suffix = _SUFFIX.get(grad.dtype)
+    if suffix is None or grad.device.type != "cpu" or grad.numel() == 0:
+        return False
+    if any(t.dtype != grad.dtype or t.device != grad.device for t in tensors):
+        return False
+    library = _library().library
+    if library is None:
+        return False
+    arguments = []
+    for t in tensors:
+        arguments += [ctypes.c_void_p(t.data_ptr()), t.stride(0)]
+    kernel = getattr(library, f"add_signed_product_{suffix}")
+    kernel(*arguments, grad.shape[0], grad.shape[1], torch.get_num_threads())
+    return True

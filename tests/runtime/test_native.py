@@ -170,3 +170,22 @@ def test_a_fresh_cache_builds_once_and_reuses_the_library(monkeypatch, tmp_path)
         assert build.load("box_kernels").library is not None
     finally:
         build.load.cache_clear()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_signed_product_is_bitwise_addcmul_with_the_sign(dtype):
+    g = torch.Generator().manual_seed(5)
+    grad = torch.randn((40, 30), generator=g, dtype=dtype)
+    weight = torch.randn((40, 50), generator=g, dtype=dtype)[:, 10:40]  # rows 50 apart, as a column block
+    weight[::7] = 0  # sign 0: the product is left out
+    product = torch.randn((40, 30), generator=g, dtype=dtype)
+    expected = grad.clone().addcmul_(torch.sign(weight), product)
+    assert native.add_signed_product_(grad, weight, product)
+    assert torch.equal(grad, expected)
+
+
+def test_signed_product_refuses_what_it_cannot_walk():
+    grad, weight, product = torch.zeros(3, 4), torch.randn(4, 3).t(), torch.randn(3, 4)  # columns apart
+    assert not native.add_signed_product_(grad, weight, product)
+    assert torch.equal(grad, torch.zeros(3, 4))
+    assert not native.add_signed_product_(torch.zeros(3, 4), torch.randn(3, 4).double(), torch.randn(3, 4))
