@@ -349,3 +349,30 @@ def test_normalize_keeps_one_hot_terms_one_hot():
     _ = eager.errors
     dense = norm.abstract(eager, AbstractContext())
     torch.testing.assert_close(lazy.errors, dense.errors)
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_one_channel_box_convolution_runs_channels_last(monkeypatch, grad):
+    # One input channel leaves the layout ambiguous; the box pass still hands oneDNN (and the next layers)
+    # canonical channels-last maps, with the plain convolution's values and gradients.
+    g = torch.Generator().manual_seed(2)
+    conv = Conv2D(1, 4, 3, stride=2)
+    center = torch.rand((5, 1, 9, 9), generator=g).requires_grad_(grad)
+    radius = torch.rand((5, 1, 9, 9), generator=g).requires_grad_(grad)
+    seen, conv2d = [], F.conv2d
+    monkeypatch.setattr(F, "conv2d", lambda x, *args: seen.append(x.stride()) or conv2d(x, *args))
+    out = conv.abstract(Box(center, radius), AbstractContext())
+    monkeypatch.undo()
+    assert seen == [(81, 1, 9, 1)] * 2  # what oneDNN reads as channels-last
+    assert out.center.stride() == out.radius.stride() == (4 * 4 * 4, 1, 4 * 4, 4)
+    torch.testing.assert_close(out.center, F.conv2d(center, conv.weight, conv.bias, 2))
+    torch.testing.assert_close(out.radius, F.conv2d(radius, conv.weight.abs(), None, 2))
+    if grad:
+        (out.center.sum() + 2 * out.radius.sum()).backward()
+        plain_c, plain_r = center.detach().requires_grad_(), radius.detach().requires_grad_()
+        (
+            F.conv2d(plain_c, conv.weight, conv.bias, 2).sum()
+            + 2 * F.conv2d(plain_r, conv.weight.abs(), None, 2).sum()
+        ).backward()
+        torch.testing.assert_close(center.grad, plain_c.grad)
+        torch.testing.assert_close(radius.grad, plain_r.grad)
