@@ -330,8 +330,10 @@ def describe(device: torch.device, threads: int, peer: str | None) -> None:
         machine = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {threads} threads"
     lirpa_state = "auto_LiRPA 0.3 (patched at run time)" if peer is None else f"auto_LiRPA {peer}"
     malloc = "glibc keeps freed memory" if device.type == "cpu" else "caching allocator"
-    kernels = f"daic's native kernels {native.status()}" if device.type == "cpu" else ""
-    print(f"machine: {machine}; torch {torch.__version__}; {lirpa_state}; {malloc}; {kernels}".rstrip("; "))
+    parts = [f"machine: {machine}", f"torch {torch.__version__}", lirpa_state, malloc]
+    if device.type == "cpu":
+        parts.append(f"daic's native kernels {native.status()}")
+    print("; ".join(parts))
 
 
 def main() -> None:

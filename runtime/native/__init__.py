@@ -18,20 +18,21 @@ from torch import Tensor
 from .build import Loaded, load
 
 _SUFFIX = {torch.float32: "f32", torch.float64: "f64"}
+_POINTER, _COUNT, _THREADS = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
+_ARGUMENTS = {
+    "box_relu_forward": [_POINTER] * 4 + [_COUNT, _THREADS],
+    "box_relu_backward": [_POINTER] * 6 + [_COUNT, _THREADS],
+    "add_signed_product": [_POINTER, _COUNT] * 3 + [_COUNT, _COUNT, _THREADS],
+}
+"""Each kernel's C arguments (box_kernels.c defines every one for each suffix of `_SUFFIX`)."""
 
 
 def _library() -> Loaded:
     loaded = load("box_kernels")
     if loaded.library is not None and not hasattr(loaded.library, "_daic_typed"):
-        pointer, count, threads = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
-        for suffix in _SUFFIX.values():
-            getattr(loaded.library, f"box_relu_forward_{suffix}").argtypes = [pointer] * 4 + [count, threads]
-            getattr(loaded.library, f"box_relu_backward_{suffix}").argtypes = [pointer] * 6 + [count, threads]
-            getattr(loaded.library, f"add_signed_product_{suffix}").argtypes = [pointer, count] * 3 + [
-                count,
-                count,
-                threads,
-            ]
+        for name, arguments in _ARGUMENTS.items():
+            for suffix in _SUFFIX.values():
+                getattr(loaded.library, f"{name}_{suffix}").argtypes = arguments
         loaded.library._daic_typed = True
     return loaded
 
@@ -42,22 +43,26 @@ def status() -> str:
     return ("loaded " if loaded.library is not None else "unavailable: ") + loaded.detail
 
 
-def _dense(t: Tensor) -> bool:
-    return t.is_contiguous() or (t.dim() == 4 and t.is_contiguous(memory_format=torch.channels_last))
-
-
-def _kernel(name: str, tensors: tuple[Tensor, ...]):
-    """The kernel for these tensors, or None where they cannot be walked as one flat array each."""
-    first = tensors[0]
-    suffix = _SUFFIX.get(first.dtype)
-    if suffix is None or first.device.type != "cpu" or first.numel() == 0 or not _dense(first):
-        return None
-    if any(t.dtype != first.dtype or t.device != first.device or t.shape != first.shape for t in tensors):
-        return None
-    if any(t.stride() != first.stride() for t in tensors):
+def _function(name: str, like: Tensor):
+    """The kernel `name` for tensors of `like`'s dtype and device, or None."""
+    suffix = _SUFFIX.get(like.dtype)
+    if suffix is None or like.device.type != "cpu":
         return None
     library = _library().library
     return None if library is None else getattr(library, f"{name}_{suffix}")
+
+
+def _walkable(tensors: tuple[Tensor, ...]) -> bool:
+    """Whether the tensors can be walked as flat arrays in one common order: non-empty, dense, and alike
+    in dtype, device, shape and strides."""
+    first = tensors[0]
+    if first.numel() == 0:
+        return False
+    dense = first.is_contiguous() or (
+        first.dim() == 4 and first.is_contiguous(memory_format=torch.channels_last)
+    )
+    key = (first.dtype, first.device, first.shape, first.stride())
+    return dense and all((t.dtype, t.device, t.shape, t.stride()) == key for t in tensors)
 
 
 def _like(t: Tensor, layout: Tensor) -> Tensor:
@@ -67,24 +72,19 @@ def _like(t: Tensor, layout: Tensor) -> Tensor:
     return torch.empty_like(layout, dtype=t.dtype).copy_(t)
 
 
-def _outputs(like: Tensor) -> tuple[Tensor, Tensor]:
-    # empty_like keeps the strides of a dense tensor, so the outputs share the inputs' flat order.
-    return torch.empty_like(like), torch.empty_like(like)
-
-
-def _call(kernel, tensors: tuple[Tensor, ...]) -> None:
-    pointers = [ctypes.c_void_p(t.data_ptr()) for t in tensors]
-    kernel(*pointers, tensors[0].numel(), torch.get_num_threads())
+def _run_flat(kernel, tensors: tuple[Tensor, ...], like: Tensor) -> tuple[Tensor, Tensor]:
+    """Runs `kernel` on `tensors` and two new outputs shaped and strided like `like` (empty_like keeps
+    the strides of a dense tensor, so the outputs share the inputs' flat order)."""
+    out = torch.empty_like(like), torch.empty_like(like)
+    pointers = [ctypes.c_void_p(t.data_ptr()) for t in (*tensors, *out)]
+    kernel(*pointers, like.numel(), torch.get_num_threads())
+    return out
 
 
 def box_relu_forward(center: Tensor, radius: Tensor) -> tuple[Tensor, Tensor] | None:
     """The interval ReLU's ``(center', radius')`` (see `layers.activation._BoxReLU`), or None."""
-    kernel = _kernel("box_relu_forward", (center, radius))
-    if kernel is None:
-        return None
-    out = _outputs(center)
-    _call(kernel, (center, radius, *out))
-    return out
+    kernel = _function("box_relu_forward", center) if _walkable((center, radius)) else None
+    return None if kernel is None else _run_flat(kernel, (center, radius), center)
 
 
 def box_relu_backward(
@@ -95,32 +95,30 @@ def box_relu_backward(
     Incoming gradients in another layout (a linear layer's backward may hand over a transposed one) are
     first copied into the outputs' layout: one pass, where the composed ops would take seven mixed ones.
     """
-    grad_center, grad_radius = (_like(g, center) for g in (grad_center, grad_radius))
-    kernel = _kernel("box_relu_backward", (center, radius, grad_center, grad_radius))
+    kernel = _function("box_relu_backward", center) if _walkable((center, radius)) else None
     if kernel is None:
         return None
-    out = _outputs(center)
-    _call(kernel, (grad_center, grad_radius, center, radius, *out))
-    return out
+    grads = (_like(grad_center, center), _like(grad_radius, center))
+    if not _walkable((center, *grads)):
+        return None
+    return _run_flat(kernel, (*grads, center, radius), center)
 
 
 def add_signed_product_(grad: Tensor, weight: Tensor, product: Tensor) -> bool:
     """``grad += sign(weight) * product`` in place, for matrices whose rows are contiguous; False (and
     nothing done) where the kernel does not apply."""
     tensors = (grad, weight, product)
-    if grad.dim() != 2 or any(t.shape != grad.shape or t.stride(1) != 1 for t in tensors):
+    if grad.dim() != 2 or grad.numel() == 0:
         return False
-    suffix = _SUFFIX.get(grad.dtype)
-    if suffix is None or grad.device.type != "cpu" or grad.numel() == 0:
+    if any(
+        (t.shape, t.stride(1), t.dtype, t.device) != (grad.shape, 1, grad.dtype, grad.device) for t in tensors
+    ):
         return False
-    if any(t.dtype != grad.dtype or t.device != grad.device for t in tensors):
-        return False
-    library = _library().library
-    if library is None:
+    kernel = _function("add_signed_product", grad)
+    if kernel is None:
         return False
     arguments = []
     for t in tensors:
         arguments += [ctypes.c_void_p(t.data_ptr()), t.stride(0)]
-    kernel = getattr(library, f"add_signed_product_{suffix}")
     kernel(*arguments, grad.shape[0], grad.shape[1], torch.get_num_threads())
     return True

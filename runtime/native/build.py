@@ -103,10 +103,10 @@ def load(name: str) -> Loaded:
     compiler = find_compiler()
     if compiler is None:
         return Loaded(None, "no C compiler found (set CC)")
-    text = source.read_bytes()
+    identity = source.read_bytes() + processor().encode()
     failures = []
     for flags in FLAG_SETS:
-        key = hashlib.sha256(text + " ".join(flags).encode() + processor().encode()).hexdigest()[:16]
+        key = hashlib.sha256(identity + " ".join(flags).encode()).hexdigest()[:16]
         target = cache_dir() / f"{name}-{key}.so"
         if not target.exists():
             failure = _build(compiler, source, flags, target)
