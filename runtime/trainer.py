@@ -226,10 +226,13 @@ class Trainer:
                             schedule_values(scheme.goal, t),
                         )
                     )
+        # Reading the loss waits for the device: on a GPU the host runs ahead of the kernels it queued, so
+        # the clock stops only once every step of the epoch has run.
+        loss = float(group.sum(running)) / max(1, seen)
         seconds = time.perf_counter() - started
         return {
             "epoch": epoch + 1,
-            "loss": float(group.sum(running)) / max(1, seen),
+            "loss": loss,
             "lr": lr,
             "epsilon": self.epsilon(epoch + 1),
             "seconds": seconds,

@@ -2,6 +2,7 @@
 in float32; checkpoints hold the plain network; and (on a GPU) a step never waits for the device."""
 
 import math
+import time
 
 import pytest
 import torch
@@ -126,12 +127,35 @@ def test_progress_reports_every_few_batches_with_the_running_loss():
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
-def test_a_training_step_never_waits_for_the_gpu():
+def test_a_training_step_never_waits_for_the_gpu(monkeypatch):
     """With a goal that samples nothing, no step reads from the device (progress is off)."""
     trainer = Trainer(tiny_net(), scheme(), tiny_data(), device="cuda", log_every=10**6)
     trainer.train_epoch(0)  # warm-up: the first steps allocate and choose kernels
+    reduce = Group.sum
+
+    def end_of_epoch(group, total):  # the epoch's one read of the device, after its last step
+        torch.cuda.set_sync_debug_mode("default")
+        return reduce(group, total)
+
+    monkeypatch.setattr(Group, "sum", end_of_epoch)
     torch.cuda.set_sync_debug_mode("error")
     try:
         trainer.train_epoch(1, None)
     finally:
         torch.cuda.set_sync_debug_mode("default")
+
+
+def test_an_epoch_is_timed_until_its_loss_is_read(monkeypatch):
+    """On a GPU the host queues steps ahead of the device; the epoch's seconds must include the wait for
+    them, which reading the loss at the end (the reduction) is. A reduction that takes 0.3 s shows up."""
+    trainer = Trainer(tiny_net(), scheme(), tiny_data(), log_every=10**6)
+    reduce = Group.sum
+
+    def slow_reduce(group, total):
+        time.sleep(0.3)
+        return reduce(group, total)
+
+    monkeypatch.setattr(Group, "sum", slow_reduce)
+    row = trainer.train_epoch(0)
+    assert row["seconds"] >= 0.3
+    assert row["examples_per_s"] == pytest.approx(32 / row["seconds"])
