@@ -4,7 +4,7 @@ one command, every figure measured in the same run, printed as Markdown tables (
     bench/run.sh                      # makes the peers' environment once, then runs this script in it
     python bench/suite.py [--device cuda] [--reps 5] [--nets convsmall,convbig] [--sections main,hbox]
 
-Sections (`--sections`, all by default):
+Sections (`--sections`; all by default, paper only on a GPU):
 - main: per network, at the paper's batch size, the median time of a training step (forward, loss,
   backward) of the plain network, of daic's Box (IBP) and hybrid zonotope (HZ) steps, and of auto_LiRPA's
   IBP and CROWN-IBP steps, interleaved within each repetition; the peak memory of each step; the ratios.
@@ -13,6 +13,9 @@ Sections (`--sections`, all by default):
   gloo on the CPU, NCCL on GPUs), the same global batch, on as many cores (or GPUs) in all.
 - scaling: seconds per epoch against the batch size (ResNet-Tiny FewCombo), and against the number k of
   correlated error terms made at the input by CorrMaxK (ConvBig), from the median step.
+- paper (by default on GPUs only): the paper's seconds per epoch of its schemes, trained as `daic run`
+  trains them, and HBox certification of a 10,000-image test set, next to the paper's figures and the
+  targets of ten times those (see `paper.py`).
 
 Without auto_LiRPA importable the LiRPA rows say so and everything else runs. On the CPU, timings run under
 glibc settings that keep freed memory (see `workloads.MALLOC_TUNING`), and peak memory is measured in a
@@ -37,9 +40,11 @@ from daic.runtime import native
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import lirpa
+import paper
 import workloads as W
 
-SECTIONS = ("main", "hbox", "processes", "scaling")
+SECTIONS = ("main", "hbox", "processes", "scaling", "paper")
+CPU_SECTIONS = SECTIONS[:-1]
 LIRPA = ("LiRPA IBP", "LiRPA CROWN-IBP")
 
 
@@ -323,6 +328,49 @@ def scaling_section(device: torch.device, reps: int, batches: list[int], ks: lis
     )
 
 
+def paper_section(runs: list[str], device: torch.device, images: int, hbox_images: int) -> None:
+    rows = []
+    for name in runs:
+        run = paper.PAPER_RUNS[name]
+        r = paper.epoch_seconds(name, images, device)
+        target = run.paper_seconds / paper.SPEED_UP
+        rows.append(
+            [
+                run.network,
+                run.scheme,
+                str(r["batch"]),
+                f"{r['seconds']:.3f}",
+                f"{r['epoch_seconds']:.1f}",
+                f"{run.paper_seconds:.0f}",
+                f"{target:.1f}",
+                "yes" if r["epoch_seconds"] <= target else "no",
+            ]
+        )
+    show(
+        f"The paper's schemes as `daic run` trains them: the last epoch over {images:,} random images, "
+        f"scaled to {paper.CIFAR10_EPOCH:,}",
+        ["network", "scheme", "batch", "s measured", "s per epoch", "paper (RTX 2080 Ti)", "target", "met"],
+        rows,
+    )
+    if hbox_images:
+        r = paper.test_set_certification(hbox_images, device)
+        limit = 600
+        show(
+            f"HBox certification by ResNet-Tiny (Baseline) as `daic run` tests: {hbox_images:,} random "
+            f"images, scaled to the test set's {paper.CIFAR10_TEST:,}",
+            ["s measured", "s per test set", "target", "met", "verified %"],
+            [
+                [
+                    f"{r['seconds']:.3f}",
+                    f"{r['test_set_seconds']:.0f}",
+                    f"{limit}",
+                    "yes" if r["test_set_seconds"] <= limit else "no",
+                    f"{r['verified']:.1f}",
+                ]
+            ],
+        )
+
+
 def describe(device: torch.device, threads: int, peer: str | None) -> None:
     if device.type == "cuda":
         machine = f"{torch.cuda.get_device_name(device)} ({torch.cuda.device_count()} visible)"
@@ -345,7 +393,7 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=9)
     parser.add_argument("--crown-reps", type=int, default=3)
     parser.add_argument("--nets", default=",".join(W.WORKLOADS))
-    parser.add_argument("--sections", default=",".join(SECTIONS))
+    parser.add_argument("--sections", help=f"default: {','.join(CPU_SECTIONS)}, and paper on a GPU")
     parser.add_argument("--hbox-nets", default="convsmall,convbig,resnettiny,resnettiny_fewcombo")
     parser.add_argument("--hbox-images", type=int, default=4)
     parser.add_argument("--hbox-reps", type=int, default=3)
@@ -353,6 +401,9 @@ def main() -> None:
     parser.add_argument("--ddp-steps", type=int, default=10)
     parser.add_argument("--batches", default="25,50,100,200")
     parser.add_argument("--ks", default="0,8,32,128")
+    parser.add_argument("--paper-runs", default=",".join(paper.PAPER_RUNS))
+    parser.add_argument("--paper-images", type=int, help="images per timed epoch (GPU 10000, CPU 100)")
+    parser.add_argument("--paper-hbox-images", type=int, help="images certified (GPU 1000, CPU 4)")
     parser.add_argument("--no-lirpa", action="store_true", help="leave auto_LiRPA out even if installed")
     parser.add_argument("--peak-child", help=argparse.SUPPRESS)
     parser.add_argument("--ddp-child", help=argparse.SUPPRESS)
@@ -368,7 +419,8 @@ def main() -> None:
         return peak_child(name, method, torch.device(args.device))
     if args.ddp_child:
         return ddp_child(args.ddp_child, args.ddp_steps)
-    sections = set(args.sections.split(","))
+    on_gpu = args.device.startswith("cuda")
+    sections = set((args.sections or ",".join(SECTIONS if on_gpu else CPU_SECTIONS)).split(","))
     unknown = sections - set(SECTIONS)
     if unknown:
         parser.error(f"unknown sections {sorted(unknown)}; choose from {', '.join(SECTIONS)}")
@@ -378,6 +430,16 @@ def main() -> None:
         if unknown:
             flag = "--" + option.replace("_", "-")
             parser.error(f"{flag}: unknown networks {sorted(unknown)}; choose from {', '.join(W.WORKLOADS)}")
+    unknown = set(split(args.paper_runs)) - set(paper.PAPER_RUNS)
+    if unknown:
+        known = ", ".join(paper.PAPER_RUNS)
+        parser.error(f"--paper-runs: unknown runs {sorted(unknown)}; choose from {known}")
+    for option, gpu, cpu in (("paper_images", 10_000, 100), ("paper_hbox_images", 1000, 4)):
+        value = getattr(args, option)
+        if value is None:
+            setattr(args, option, gpu if on_gpu else cpu)
+        elif value < (1 if option == "paper_images" else 0):
+            parser.error(f"--{option.replace('_', '-')}: too few images: {value}")
     for option in ("batches", "ks"):
         if not all(item.isdigit() for item in split(getattr(args, option))):
             parser.error(
@@ -401,6 +463,8 @@ def main() -> None:
         hbox_section(split(args.hbox_nets), device, args.hbox_images, args.hbox_reps)
     if "processes" in sections:
         processes_section(split(args.ddp_nets), device, args.threads, args.ddp_steps)
+    if "paper" in sections:
+        paper_section(split(args.paper_runs), device, args.paper_images, args.paper_hbox_images)
     if "scaling" in sections:
         scaling_section(
             device,

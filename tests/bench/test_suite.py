@@ -1,6 +1,6 @@
 """The benchmark suite: it runs end to end and prints its tables, its peak-memory probe sees a step's
-allocations, and the networks of its scaling table are the stdlib ones with CorrMaxK added. Timings are
-never asserted (these machines are shared)."""
+allocations, the networks of its scaling table are the stdlib ones with CorrMaxK added, and its paper
+section trains the stdlib schemes. Timings are never asserted (these machines are shared)."""
 
 import subprocess
 import sys
@@ -12,6 +12,7 @@ import torch
 BENCH = Path(__file__).parents[2] / "bench"
 sys.path.insert(0, str(BENCH))
 
+import paper  # noqa: E402
 import suite  # noqa: E402
 import workloads  # noqa: E402
 
@@ -59,6 +60,8 @@ def test_scaling_networks_add_corr_max_after_normalize(k):
         (["--nets", "convsmall,vgg"], "--nets: unknown networks ['vgg']"),
         (["--sections", "main,speed"], "unknown sections ['speed']"),
         (["--ks", "0,eight"], "--ks: a comma-separated list of whole numbers"),
+        (["--paper-runs", "resnet50_baseline"], "--paper-runs: unknown runs ['resnet50_baseline']"),
+        (["--paper-images", "0"], "--paper-images: too few images: 0"),
     ],
 )
 def test_bad_options_are_refused_with_a_message(option, message):
@@ -69,3 +72,34 @@ def test_bad_options_are_refused_with_a_message(option, message):
         timeout=120,
     )
     assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "goal", "batch", "layers"),
+    [
+        ("resnettiny_baseline", "Baseline", 50, set()),
+        ("resnettiny_fewcombo_baseline", "Baseline", 50, {"CorrelateMax", "DecorrelateMin"}),
+        ("resnet34_insamplpa", "InSampLPA_R34", 200, set()),
+    ],
+)
+def test_paper_runs_are_the_stdlib_schemes_with_their_networks(name, goal, batch, layers):
+    scheme, model = paper.lowered(paper.PAPER_RUNS[name])
+    assert scheme.batch == batch and scheme.epochs > 1
+    assert layers <= {type(layer).__name__ for layer in model.modules()}
+    assert type(model(torch.zeros(1, 3, 32, 32))).__name__ == "Tensor"
+    assert paper.PAPER_RUNS[name].scheme == goal
+
+
+def test_paper_section_prints_epoch_and_certification_tables():
+    command = [sys.executable, str(BENCH / "suite.py"), "--device", "cpu", "--threads", "1", "--no-lirpa"]
+    command += ["--sections", "paper", "--paper-runs", "resnettiny_baseline", "--paper-images", "4"]
+    command += ["--paper-hbox-images", "1"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [[cell.strip() for cell in line.split("|")[1:-1]] for line in done.stdout.splitlines()]
+    (epoch,) = [row for row in rows if row[:2] == ["ResNet-Tiny", "Baseline"]]
+    assert epoch[2] == "50" and epoch[5:7] == ["106", "10.6"]
+    assert float(epoch[4]) == pytest.approx(float(epoch[3]) * 50_000 / 4, rel=0.02, abs=20)
+    (certification,) = [row for row in rows if len(row) == 5 and row[2] == "600"]
+    assert float(certification[1]) == pytest.approx(float(certification[0]) * 10_000, rel=0.02, abs=600)
+    assert certification[3] in ("yes", "no") and 0 <= float(certification[4]) <= 100
