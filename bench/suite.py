@@ -354,7 +354,7 @@ def paper_section(runs: list[str], device: torch.device, images: int, hbox_image
     )
     if hbox_images:
         r = paper.test_set_certification(hbox_images, device)
-        limit = 600
+        limit = paper.TEST_SET_SECONDS
         show(
             f"HBox certification by ResNet-Tiny (Baseline) as `daic run` tests: {hbox_images:,} random "
             f"images, scaled to the test set's {paper.CIFAR10_TEST:,}",
