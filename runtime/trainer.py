@@ -214,13 +214,14 @@ class Trainer:
             if logging and (on_progress is not None or group.active):
                 total = group.sum(running)
                 if on_progress is not None:
+                    loss_so_far = float(total) / seen  # read first: it waits for the device (see below)
                     on_progress(
                         Progress(
                             i + 1,
                             steps,
                             seen,
                             time.perf_counter() - started,
-                            float(total) / seen,
+                            loss_so_far,
                             self.epsilon(t),
                             t,
                             schedule_values(scheme.goal, t),

@@ -263,7 +263,7 @@ class HybridZonotope:
             raise TypeError("correlate: positions must be int64")
         # Indexed in place of a flat view, so that a channels-last beta (see `layers.affine`) is not copied
         # and its gradient keeps that layout.
-        at = (_batch_index(positions), *torch.unravel_index(positions, self.shape[1:]))
+        at = (_batch_index(positions), *_unravel(positions, self.shape[1:]))
         moved = self.beta[at]  # (k, B)
         if live is not None:
             moved = moved * live.to(moved.dtype)
@@ -446,6 +446,17 @@ def _only_local(x: HybridZonotope) -> bool:
 def _identity_layout(ids: Tensor) -> Tensor:
     """The slot of every term in its own layout, ``(m, B)``."""
     return torch.arange(ids.shape[0], device=ids.device)[:, None].expand_as(ids)
+
+
+def _unravel(flat: Tensor, shape: torch.Size) -> list[Tensor]:
+    """``torch.unravel_index(flat, shape)`` with Python-number divisors: unravel_index copies the shape to
+    the device as a tensor, a copy from pageable memory that makes the host wait for a GPU in every step."""
+    coordinates = []
+    for size in reversed(shape[1:]):
+        coordinates.append(flat.remainder(size))
+        flat = flat.div(size, rounding_mode="floor")
+    coordinates.append(flat)
+    return coordinates[::-1]
 
 
 def _batch_index(dest: Tensor) -> Tensor:
