@@ -19,9 +19,7 @@ import torch
 import workloads as W
 from torch import nn
 
-from daic.compiler.lower import lower_network, lower_value
-from daic.compiler.run import plan_run
-from daic.runtime import ibp_init_
+from daic.compiler import run as run_plan
 from daic.runtime.data import TensorData
 from daic.runtime.evaluate import HBoxDomain, Verify
 from daic.runtime.scheme import Scheme
@@ -56,12 +54,9 @@ def _stdlib(*parts: str) -> str:
 
 
 def lowered(run: PaperRun) -> tuple[Scheme, nn.Module]:
-    """The run's scheme and its network (IBP-initialised with the scheme's seed), as `daic run` makes them."""
+    """The run's scheme and its network, made by `daic run`'s own lowering."""
     net = _stdlib("nets", run.net_file) if run.net_file else None
-    plan = plan_run(_stdlib("schemes.dai"), run.scheme, net)
-    scheme = lower_value(plan.scheme.built)
-    torch.manual_seed(scheme.seed)
-    return scheme, ibp_init_(lower_network(plan.network), seed=scheme.seed)
+    return run_plan.lowered(run_plan.plan_run(_stdlib("schemes.dai"), run.scheme, net))
 
 
 def epoch_seconds(name: str, images: int, device: torch.device) -> dict[str, float]:

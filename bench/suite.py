@@ -434,11 +434,11 @@ def main() -> None:
     if unknown:
         known = ", ".join(paper.PAPER_RUNS)
         parser.error(f"--paper-runs: unknown runs {sorted(unknown)}; choose from {known}")
-    for option, gpu, cpu in (("paper_images", 10_000, 100), ("paper_hbox_images", 1000, 4)):
+    for option, gpu, cpu, least in (("paper_images", 10_000, 100, 1), ("paper_hbox_images", 1000, 4, 0)):
         value = getattr(args, option)
         if value is None:
             setattr(args, option, gpu if on_gpu else cpu)
-        elif value < (1 if option == "paper_images" else 0):
+        elif value < least:
             parser.error(f"--{option.replace('_', '-')}: too few images: {value}")
     for option in ("batches", "ks"):
         if not all(item.isdigit() for item in split(getattr(args, option))):

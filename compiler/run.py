@@ -31,7 +31,10 @@ from .program import Module, Program, SchemeInfo
 from .sources import read
 
 if TYPE_CHECKING:  # the runtime (and torch) is imported only when a run starts
+    from torch import nn
+
     from daic.runtime.distributed import Group
+    from daic.runtime.scheme import Scheme
 
 T = TypeVar("T")
 
@@ -182,6 +185,18 @@ class _Termination:
 # --- running -------------------------------------------------------------------------------------------
 
 
+def lowered(plan: Plan) -> tuple[Scheme, nn.Module]:
+    """The plan's runtime scheme and its network, seeded and IBP-initialised with the scheme's seed: what a
+    run trains (benchmarks time the same thing through this)."""
+    import torch
+
+    from daic.runtime import ibp_init_
+
+    scheme = lower_value(plan.scheme.built)
+    torch.manual_seed(scheme.seed)
+    return scheme, ibp_init_(lower_network(plan.network), seed=scheme.seed)
+
+
 def execute(
     plan: Plan,
     out: Path,
@@ -203,7 +218,7 @@ def execute(
     """
     import torch
 
-    from daic.runtime import ibp_init_, native
+    from daic.runtime import native
     from daic.runtime.checkpoint import load
     from daic.runtime.distributed import DistributedError, Group, local_batch
     from daic.runtime.trainer import Trainer
@@ -213,16 +228,13 @@ def execute(
     group = group or Group(device=torch.device(device))
     if not group.is_main:
         display = Silent()
-    scheme = lower_value(plan.scheme.built)
+    scheme, model = lowered(plan)
     if epochs is not None:
         scheme.epochs = epochs
     try:
         local_batch(scheme.batch, group.world)
     except DistributedError as exc:
         raise RunError(str(exc), exit_code=2) from None
-    torch.manual_seed(scheme.seed)
-    model = lower_network(plan.network)
-    ibp_init_(model, seed=scheme.seed)
     data = _load_data(scheme, data_root, download, group)
     folder = RunFolder(out)
     _main_first(group, lambda: folder.prepare(plan, resume))
