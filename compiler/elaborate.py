@@ -164,7 +164,9 @@ class Elaborator:
             return {"+": left + right, "-": left - right, "*": left * right}[expr.op]
         if isinstance(expr, A.Invalid):
             return None
-        kind, _ = self.check(expr)
+        kind, value = self.check(expr)
+        if kind in (INT, FLOAT) and isinstance(value, int | float) and not isinstance(value, bool):
+            return value  # a let that names a number: `let b = a * 2`
         if kind != ANY:
             self.report(C.TYPE_MISMATCH, f"arithmetic takes numbers, not {article(kind)}", expr.span)
         return None

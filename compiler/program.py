@@ -68,6 +68,9 @@ class Program:
         self.modules: dict[str, Module] = {}
         self.loading: list[str] = []
         self.cycles: list[list[str]] = []  # import cycles found, each as the chain of paths
+        # Every file the checks read or looked for (modules and networks), so that a cache of the
+        # modules knows which changes on disk make it stale.
+        self.consulted: set[str] = set()
 
     def check_text(self, text: str, path: str | None) -> Module:
         parsed = parse_dai(text)
@@ -85,6 +88,7 @@ class Program:
     def load(self, path: Path) -> Module | str:
         """The checked module at `path`, or a reason it cannot be had."""
         key = str(path.resolve())
+        self.consulted.add(key)
         if key in self.loading:
             self.cycles.append([*self.loading[self.loading.index(key) :], key])
             return "cycle"
@@ -337,8 +341,10 @@ class _ModuleChecker:
 
     def check_net(self, info: SchemeInfo, net: str, span: Span, report_missing: bool = True) -> None:
         path = (info.net_dir or self.base_dir) / net
+        self.program.consulted.add(str(path.resolve()))
         if not path.is_file() and net.startswith(STDLIB + "/"):
             path = Path(str(resources.files("daic.stdlib").joinpath(*net.split("/")[1:])))
+            self.program.consulted.add(str(path.resolve()))
         if not path.is_file():
             if not report_missing:
                 return

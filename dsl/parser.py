@@ -21,7 +21,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedTok
 
 from . import ast as A
 from . import diagnostics as D
-from .scan import CLOSERS, MAX_DEPTH, scan
+from .scan import CLOSERS, MAX_DEPTH, MAX_OPERATORS, OPENERS, scan
 from .source import LineIndex, Span
 
 Tree_ = A.NetFile | A.DaiFile
@@ -316,14 +316,13 @@ def _parse_piece(language: str, text: str, index: LineIndex, base: int, end: int
     scanned = scan(text, base, end)
     if scanned.too_deep is not None:
         b = scanned.too_deep
-        return None, [
-            D.error(
-                D.NESTING_TOO_DEEP,
-                f"brackets nested more than {MAX_DEPTH} levels deep",
-                index.span(b.offset, b.offset + 1),
-                hint="name the inner parts with `let`",
-            )
-        ]
+        message = (
+            f"brackets nested more than {MAX_DEPTH} levels deep"
+            if b.char in OPENERS
+            else f"more than {MAX_OPERATORS} operators in one chain"
+        )
+        span = index.span(b.offset, b.offset + 1)
+        return None, [D.error(D.NESTING_TOO_DEEP, message, span, hint="name the inner parts with `let`")]
     builder = _Builder(index, base)
     try:
         tree = _parse_tree(language, text[base:end])
@@ -411,6 +410,18 @@ def parse_net(text: str) -> ParseResult:
                     )
                 )
                 continue
+            if last is not None and len(stack) > MAX_DEPTH:
+                # Deeper down, the block holding this line was dropped (and reported) already.
+                if len(stack) == MAX_DEPTH + 1:
+                    diagnostics.append(
+                        D.error(
+                            D.NESTING_TOO_DEEP,
+                            f"blocks nested more than {MAX_DEPTH} levels deep",
+                            index.span(start, start + len(indent)),
+                            hint="no network needs this depth; is the file generated with a wrong indent?",
+                        )
+                    )
+                last = None
             # Under a line that failed to parse, the block still nests (head None) and is dropped quietly.
             stack.append((indent, [], last))
         else:

@@ -12,6 +12,10 @@ from dataclasses import dataclass
 OPENERS = {"(": ")", "[": "]", "{": "}"}
 CLOSERS = {v: k for k, v in OPENERS.items()}
 MAX_DEPTH = 64
+MAX_OPERATORS = 200
+"""Operators that may stand in one chain (`1 + 1 + ...`, `- - 1`), counted along the open brackets: each
+one is a level of the tree that the parser's tree transformer and the checker recurse into (Python stops
+them at about 480 such levels), and no real expression comes near it."""
 
 
 @dataclass(frozen=True)
@@ -24,7 +28,7 @@ class Bracket:
 class Scan:
     comments: tuple[tuple[int, int], ...]  # (start, end) offsets of each `#` comment
     unclosed: tuple[Bracket, ...]  # openers never closed, outermost first
-    too_deep: Bracket | None  # the first opener past MAX_DEPTH
+    too_deep: Bracket | None  # the first opener past MAX_DEPTH, or operator past MAX_OPERATORS
     unterminated_string: int | None  # offset of a `"` whose line ends before its closing quote
 
 
@@ -33,6 +37,8 @@ def scan(text: str, start: int = 0, end: int | None = None) -> Scan:
     end = len(text) if end is None else end
     comments: list[tuple[int, int]] = []
     stack: list[Bracket] = []
+    chains = [0]  # operators since the last comma, per open bracket (the outermost level first)
+    operators = 0  # their sum: how deep the current operator stands in the expression's tree
     too_deep: Bracket | None = None
     unterminated: int | None = None
     i = start
@@ -56,10 +62,20 @@ def scan(text: str, start: int = 0, end: int | None = None) -> Scan:
             continue
         if ch in OPENERS:
             stack.append(Bracket(ch, i))
+            chains.append(0)
             if len(stack) > MAX_DEPTH and too_deep is None:
                 too_deep = stack[-1]
         elif ch in CLOSERS and stack and stack[-1].char == CLOSERS[ch]:
             stack.pop()
+            operators -= chains.pop()
+        elif ch in "+-*/":
+            chains[-1] += 1
+            operators += 1
+            if operators > MAX_OPERATORS and too_deep is None:
+                too_deep = Bracket(ch, i)
+        elif ch == ",":
+            operators -= chains[-1]
+            chains[-1] = 0
         i += 1
     return Scan(tuple(comments), tuple(stack), too_deep, unterminated)
 

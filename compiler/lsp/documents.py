@@ -76,11 +76,12 @@ class Analysis:
 
 @dataclass
 class _ImportCache:
-    """Modules a .dai document imported last time, reused while none of their files changed: checking
-    `import stdlib.schemes` from scratch on every keystroke would re-check every network it names."""
+    """Modules a .dai document imported last time, reused while none of the files read to check them (the
+    modules, their imports, the networks their schemes name) changed: checking `import stdlib.schemes`
+    from scratch on every keystroke would re-check every network it names."""
 
     modules: dict[str, Module] = field(default_factory=dict)
-    stamps: dict[str, int] = field(default_factory=dict)
+    stamps: dict[str, int | None] = field(default_factory=dict)
 
     def valid(self) -> bool:
         return all(_stamp(path) == stamp for path, stamp in self.stamps.items())
@@ -107,7 +108,8 @@ def check_document(document: Document, cache: _ImportCache | None = None) -> tup
         # A cached module would skip the loading that finds a cycle; check cyclic imports afresh each time.
         return report, _ImportCache()
     modules = {k: m for k, m in program.modules.items() if k != own}
-    return report, _ImportCache(modules, {k: _stamp(k) for k in modules})
+    # The networks the imported schemes name count too: a fixed .net changes what its importers report.
+    return report, _ImportCache(modules, {k: _stamp(k) for k in program.consulted - {own}})
 
 
 class Analyses:

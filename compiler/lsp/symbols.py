@@ -103,6 +103,9 @@ def flat_symbols(
     """The same symbols as a flat list, for clients without hierarchical document symbols."""
     found = []
     for s in symbols:
-        found.append(T.SymbolInformation(s.name, s.kind, T.Location(uri, s.range), container_name=container))
+        location = T.Location(uri=uri, range=s.range)
+        found.append(
+            T.SymbolInformation(name=s.name, kind=s.kind, location=location, container_name=container)
+        )
         found.extend(flat_symbols(s.children or [], uri, s.name))
     return found

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from daic.compiler.check import check_source
 from daic.compiler.sources import decode
+from daic.dsl.format import format_tree
 from daic.dsl.parser import parse_dai, parse_net
 
 DATA = Path(__file__).parents[1] / "data"
@@ -23,10 +24,13 @@ EXPECTED = {
     "bad_indent.net": ("E006", 3, 1),
     "binary.net": ("E001", 3, 1),
     "bom_crlf.net": None,
+    "deep_blocks.net": ("E008", 67, 1),
     "empty.dai": None,
     "empty.net": ("W202", 1, 1),
     "huge_numbers.dai": ("E010", 1, 11),
     "latin1.dai": ("E001", 1, 13),
+    "long_chain.dai": ("E008", 1, 811),
+    "minus_chain.dai": ("E008", 1, 209),
     "mixed_tabs.net": ("E007", 4, 1),
     "nested.dai": ("E008", 1, 73),
     "nested.net": ("E008", 1, 76),
@@ -52,6 +56,24 @@ def test_bad_file_gives_a_clean_diagnostic(path):
     else:
         assert expected in [(d.code.id, d.span.line, d.span.column) for d in report.diagnostics]
         assert all(d.path == str(path) for d in report.diagnostics)
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "1 + " * 200 + "1",
+        "-" * 200 + "1",
+        "- - - (" * 50 + "1" + ")" * 50,
+        "Mix(Point, Box, 1 - - " * 60 + "1" + ")" * 60,
+    ],
+    ids=["sum", "negations", "brackets", "calls"],
+)
+def test_expressions_up_to_the_limits_check_and_format(expression):
+    text = f"let x = {expression}\n"
+    report = check_source(decode(text.encode(), "deep.dai", "dai"))
+    assert [d for d in report.diagnostics if d.code.id == "E008"] == []
+    formatted = format_tree(report.parsed.tree)
+    assert format_tree(parse_dai(formatted).tree) == formatted
 
 
 def _assert_sane(result, text):

@@ -12,7 +12,7 @@ from lsprotocol import types as T
 from daic.compiler.check import check_source
 from daic.compiler.sources import Source
 
-from .conftest import ROOT
+from .conftest import DIGITS, ROOT
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -112,21 +112,40 @@ async def test_close_clears_diagnostics(editor, tmp_path):
     assert await editor.diagnostics(uri) == []
 
 
-async def test_saving_an_imported_file_rechecks_its_importers(editor, tmp_path):
-    library = tmp_path / "lib.dai"
-    library.write_text("let shared = Mix(Point, Box, 0.5)\n")
-    uri = await editor.open(tmp_path / "main.dai", 'import "lib.dai"\nlet g = shared\n')
-    assert await editor.diagnostics(uri) == []
-    library.write_text("let renamed = Mix(Point, Box, 0.5)\n")
+async def saved(editor, path, uri: str) -> list[str]:
+    """Tell the server `path` was saved; the codes of `uri`'s diagnostics once they are published again."""
     before = len(editor.client.publications)
-    editor.client.text_document_did_save(
-        T.DidSaveTextDocumentParams(T.TextDocumentIdentifier(library.as_uri()))
-    )
+    editor.client.text_document_did_save(T.DidSaveTextDocumentParams(T.TextDocumentIdentifier(path.as_uri())))
 
     async def republished() -> None:
         while not any(u == uri for u, _ in editor.client.publications[before:]):
             await asyncio.sleep(0.005)
 
     await asyncio.wait_for(republished(), 10)
-    assert [d.code for d in editor.client.diagnostics[uri]] == ["E101"]
+    return [d.code for d in editor.client.diagnostics[uri]]
+
+
+async def test_saving_an_imported_file_rechecks_its_importers(editor, tmp_path):
+    library = tmp_path / "lib.dai"
+    library.write_text("let shared = Mix(Point, Box, 0.5)\n")
+    uri = await editor.open(tmp_path / "main.dai", 'import "lib.dai"\nlet g = shared\n')
+    assert await editor.diagnostics(uri) == []
+    library.write_text("let renamed = Mix(Point, Box, 0.5)\n")
+    assert await saved(editor, library, uri) == ["E101"]
+    editor.close(uri)
+
+
+async def test_saving_the_network_of_an_imported_scheme_rechecks_its_importers(editor, tmp_path):
+    good = DIGITS.read_text()
+    net = tmp_path / "n.net"
+    net.write_text(good.replace("Linear out=10", "Linear out=7"))
+    fields = 'net = "n.net" data = Digits goal = Box epochs = 1 epsilon = 0.1'
+    (tmp_path / "lib.dai").write_text(f"scheme Base {{ {fields} }}\n")
+    uri = await editor.open(tmp_path / "main.dai", 'import "lib.dai" as lib\nscheme M extends lib.Base {}\n')
+    broken = [d.code for d in await editor.diagnostics(uri)]
+    assert broken == ["E110"]  # `lib.dai` has errors
+    net.write_text(good)
+    assert await saved(editor, net, uri) == []
+    net.write_text(good.replace("Linear out=10", "Linear out=7"))
+    assert await saved(editor, net, uri) == broken
     editor.close(uri)

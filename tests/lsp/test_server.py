@@ -1,5 +1,5 @@
-"""The server itself: it answers over TCP as over stdio, and a handler that fails answers with an empty
-result instead of an error."""
+"""The server itself: it answers over TCP as over stdio, a handler that fails answers with an empty
+result instead of an error, and a client with no capabilities at all gets answers it can read."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pygls.lsp.client import LanguageClient
 
 from daic.compiler.lsp.server import DaicLanguageServer, safe
 
-from .conftest import QUICKSTART
+from .conftest import QUICKSTART, SERVER
 
 
 def free_port() -> int:
@@ -66,3 +66,33 @@ def test_a_failing_handler_answers_empty():
         raise RecursionError("deep")
 
     assert broken(None, None) == []
+
+
+@pytest.mark.asyncio
+async def test_clients_without_nested_symbols_get_a_flat_list():
+    client = LanguageClient("flat-symbols", "1")
+    client.feature(T.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)(lambda params: None)
+    await client.start_io(*SERVER)
+    try:
+        await client.initialize_async(T.InitializeParams(capabilities=T.ClientCapabilities()))
+        client.initialized(T.InitializedParams())
+        uri, text = QUICKSTART.as_uri(), QUICKSTART.read_text()
+        client.text_document_did_open(T.DidOpenTextDocumentParams(T.TextDocumentItem(uri, "dai", 1, text)))
+        found = await client.text_document_document_symbol_async(
+            T.DocumentSymbolParams(T.TextDocumentIdentifier(uri=uri))
+        )
+        assert all(isinstance(s, T.SymbolInformation) for s in found)
+        assert [(s.name, s.container_name) for s in found][:4] == [
+            ("stdlib.goals", None),
+            ("Quickstart", None),
+            ("net", "Quickstart"),
+            ("data", "Quickstart"),
+        ]
+        scheme = found[1]
+        assert scheme.location.uri == uri
+        assert scheme.location.range.start == T.Position(text[: text.index("scheme Q")].count("\n"), 0)
+    finally:
+        # Also after a failed assertion: stop() waits for the server to exit.
+        await client.shutdown_async(None)
+        client.exit(None)
+        await client.stop()

@@ -1,0 +1,37 @@
+"""Elaboration of expressions: constant arithmetic, through the checker's public entry (`Program`)."""
+
+import pytest
+
+from daic.compiler.program import Program
+
+
+def checked(text: str):
+    return Program().check_text(text, None)
+
+
+def test_lets_that_name_numbers_take_part_in_arithmetic():
+    module = checked("let a = 8/255\nlet b = a * 2\nlet c = -a + 1\nlet n = 3\nlet m = n * n - 1\n")
+    assert module.diagnostics == []
+    assert module.symbols["b"].value == pytest.approx(16 / 255)
+    assert module.symbols["c"].value == pytest.approx(1 - 8 / 255)
+    assert module.symbols["m"].value == 8
+    assert str(module.symbols["m"].type) == "Int"
+
+
+def test_a_scheme_field_folds_a_let_in_arithmetic():
+    fields = "data = Digits goal = Box epochs = 1 epsilon = eps / 2"
+    module = checked(f"let eps = 0.1\nscheme S {{ {fields} }}\n")
+    assert [d.message for d in module.diagnostics if d.is_error] == []
+    assert module.schemes["S"].built.args["epsilon"] == pytest.approx(0.05)
+
+
+@pytest.mark.parametrize(
+    ("line", "kind", "column"),
+    [("let d = g * 2", "Goal", 9), ("let d = 2 - True", "Bool", 13), ('let d = "s" + 1', "Str", 9)],
+)
+def test_arithmetic_on_other_types_is_reported_at_the_operand(line, kind, column):
+    module = checked(f"let g = Box\n{line}\n")
+    (problem,) = module.diagnostics
+    assert problem.code.id == "E107"
+    assert problem.message == f"arithmetic takes numbers, not a {kind}"
+    assert (problem.span.line, problem.span.column) == (2, column)
