@@ -492,12 +492,18 @@ def _device(name: str) -> str:
 
     if name == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        _fail_usage(f"--device {name}: no CUDA device is available")
     try:
-        torch.device(name)
+        device = torch.device(name)
     except RuntimeError:
-        _fail_usage(f"--device {name!r} is not a device (cpu, cuda, cuda:N)")
+        device = None
+    if device is None or device.type not in ("cpu", "cuda"):
+        # The runtime is built and tested on these two; others (mps, xpu, meta) fail deep in a run.
+        _fail_usage(f"--device {name!r}: daic runs on cpu, cuda or cuda:N")
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            _fail_usage(f"--device {name}: no CUDA device is available")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            _fail_usage(f"--device {name}: there are {torch.cuda.device_count()} CUDA devices (cuda:0 ...)")
     return name
 
 

@@ -9,6 +9,7 @@ Every problem found on the way goes into the shared diagnostics list.
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -20,7 +21,7 @@ from daic.dsl.source import Span
 
 from . import codes as C
 from .registry import REQUIRED, Constructor, Param, Registry
-from .types import ANY, BOOL, FLOAT, INT, STR, ListOf, OneOf, Type, article, is_subtype
+from .types import ANY, BOOL, FLOAT, INT, SCHEDULE, STR, ListOf, OneOf, Type, article, is_subtype
 
 INT_LIMIT = 2**31 - 1
 
@@ -160,8 +161,13 @@ class Elaborator:
                 if right == 0:
                     self.report(C.OUT_OF_RANGE, "division by zero", expr.right.span)
                     return None
-                return left / right
-            return {"+": left + right, "-": left - right, "*": left * right}[expr.op]
+                result = left / right
+            else:
+                result = {"+": left + right, "-": left - right, "*": left * right}[expr.op]
+            if isinstance(result, float) and not math.isfinite(result):
+                self.report(C.OUT_OF_RANGE, "the result is too large for a number", expr.span)
+                return None
+            return result
         if isinstance(expr, A.Invalid):
             return None
         kind, value = self.check(expr)
@@ -332,10 +338,11 @@ class Elaborator:
         return Built(decl, MappingProxyType(values), span)
 
     def argument(self, param: Param, expr: A.Expr) -> object:
-        """One argument's value, checked against its parameter's type and range."""
+        """One argument's value, checked against its parameter's type and range (UNKNOWN when out of
+        range, so that nothing downstream, such as shape inference, computes with it)."""
         kind, value = self.check(expr, param.type)
-        if kind != ANY:
-            self.check_range(param, value, expr)
+        if kind != ANY and not self.check_range(param, value, expr):
+            return UNKNOWN
         return value
 
     def missing(
@@ -364,18 +371,23 @@ class Elaborator:
 
         return None if param.default is REQUIRED else convert(param.default, param.type)
 
-    def check_range(self, param: Param, value: object, expr: A.Expr) -> None:
+    def check_range(self, param: Param, value: object, expr: A.Expr) -> bool:
+        """Whether `value` is in the parameter's range; reports it when not."""
         if isinstance(value, tuple):
             items = expr.items if isinstance(expr, A.ListExpr) else [expr] * len(value)
-            for item, item_expr in zip(value, items, strict=False):
+            fits = [
                 self.check_range(param, item, item_expr)
-            return
+                for item, item_expr in zip(value, items, strict=False)
+            ]
+            return all(fits)
         if param.choices is not None and isinstance(value, str) and value not in param.choices:
             allowed = ", ".join(f'"{c}"' for c in param.choices)
             self.report(C.OUT_OF_RANGE, f'`{param.name}` must be one of {allowed}, got "{value}"', expr.span)
-            return
+            return False
+        if isinstance(value, Built) and value.decl.returns == SCHEDULE:
+            return self._check_schedule_range(param, value, expr)
         if not isinstance(value, int | float) or isinstance(value, bool):
-            return
+            return True
         low_bad = param.low is not None and (value <= param.low if param.low_open else value < param.low)
         high_bad = param.high is not None and value > param.high
         too_big = param.type == INT and abs(value) > INT_LIMIT
@@ -387,3 +399,34 @@ class Elaborator:
             )
         elif too_big:
             self.report(C.OUT_OF_RANGE, f"`{param.name}` is too large ({describe(value)})", expr.span)
+        return not (low_bad or high_bad or too_big)
+
+    def _check_schedule_range(self, param: Param, schedule: Built, expr: A.Expr) -> bool:
+        """A schedule given to a ranged field must stay in the range at every epoch. Its values lie between
+        the ones it is built from (a ramp moves between its ends), so those are checked. A strict lower
+        bound (`epsilon > 0`) still lets a schedule start at the bound: a ramp up from 0 is the norm."""
+        for value in _reached(schedule):
+            below = param.low is not None and value < param.low
+            above = param.high is not None and value > param.high
+            if below or above:
+                bound = f">= {describe(param.low)}" if below else f"<= {describe(param.high)}"
+                self.report(
+                    C.OUT_OF_RANGE,
+                    f"`{param.name}` must be {bound} at every epoch; this schedule reaches {describe(value)}",
+                    expr.span,
+                )
+                return False
+        return True
+
+
+def _reached(value: object) -> list[float]:
+    """The numbers a schedule is built from (its `reached` arguments, through nested schedules)."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return [value]
+    if not isinstance(value, Built) or value.decl.returns != SCHEDULE:
+        return []
+    found: list[float] = []
+    for param in value.decl.params:
+        if param.reached or param.type == SCHEDULE:
+            found.extend(_reached(value.args.get(param.name)))
+    return found

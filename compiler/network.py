@@ -367,12 +367,13 @@ def analyze_net(
         first_known = next((n.in_shape for n, _ in walk(nodes) if n.in_shape is not None), None)
     analyzer.explain_missing_kernels(nodes)
     if classes is not None and out is not None and out != (classes,):
-        last = tree.layers[-1]
+        # An empty network "ends" with its input: still no classifier, and nothing to point at but the file.
+        where = tree.layers[-1].kind_span if tree.layers else tree.span
         sink.append(
             error(
                 C.CLASS_COUNT,
                 f"the network ends with shape {hwc(out)}, but the data set has {classes} classes",
-                last.kind_span,
+                where,
                 hint=f"end with `Linear out={classes}`",
             )
         )

@@ -64,7 +64,9 @@ def stdlib_file(dotted: str) -> Path | None:
 class Program:
     """Loads and checks modules, caching each by path so an import graph is checked once."""
 
-    def __init__(self) -> None:
+    def __init__(self, check_nets: bool = True) -> None:
+        # False when a run replaces every scheme's network (`daic run --net`): the named ones don't matter.
+        self.check_nets = check_nets
         self.modules: dict[str, Module] = {}
         self.loading: list[str] = []
         self.cycles: list[list[str]] = []  # import cycles found, each as the chain of paths
@@ -340,6 +342,8 @@ class _ModuleChecker:
         return base
 
     def check_net(self, info: SchemeInfo, net: str, span: Span, report_missing: bool = True) -> None:
+        if not self.program.check_nets:
+            return
         path = (info.net_dir or self.base_dir) / net
         self.program.consulted.add(str(path.resolve()))
         if not path.is_file() and net.startswith(STDLIB + "/"):

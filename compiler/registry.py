@@ -35,6 +35,7 @@ class Param:
     choices: tuple[str, ...] | None = None
     subscript: bool = False  # the paper writes it as a subscript: `IFGSM_3` is `IFGSM(3)`
     lower_as: str | None = None  # the runtime's keyword for it, where that differs from `name`
+    reached: bool = False  # a value its schedule takes: held to the range of the field given the schedule
 
     @property
     def required(self) -> bool:

@@ -28,7 +28,7 @@ from .check import check_source
 from .lower import lower_network, lower_value
 from .network import Network, analyze_net
 from .program import Module, Program, SchemeInfo
-from .sources import read
+from .sources import language_of, read
 
 if TYPE_CHECKING:  # the runtime (and torch) is imported only when a run starts
     from torch import nn
@@ -61,7 +61,14 @@ class Plan:
 
 
 def plan_run(scheme_path: str, scheme_name: str | None, net_override: str | None) -> Plan:
-    report = check_source(read(scheme_path), Program())
+    if language_of(scheme_path) == "net":
+        raise RunError(
+            f"{scheme_path} is a network; `daic run` takes a .dai scheme (pass a network with --net)",
+            exit_code=2,
+        )
+    if net_override is not None and language_of(net_override) != "net":
+        raise RunError(f"--net takes a .net network file, not {net_override}", exit_code=2)
+    report = check_source(read(scheme_path), Program(check_nets=net_override is None))
     errors = [d for d in report.diagnostics if d.is_error]
     if errors or report.module is None:
         raise RunError(f"{scheme_path} has errors", list(report.diagnostics))
@@ -120,19 +127,47 @@ class RunFolder:
     def metrics(self) -> Path:
         return self.path / "metrics.jsonl"
 
-    def prepare(self, plan: Plan, resume: bool) -> None:
-        if resume:
-            if not self.checkpoint.exists():
-                raise RunError(f"{self.path} has no checkpoint to resume from", exit_code=2)
-            return
-        if self.checkpoint.exists() or self.metrics.exists():
+    @property
+    def started(self) -> bool:
+        """A run began here (its run.json), whether or not it finished an epoch."""
+        return (self.path / "run.json").exists()
+
+    def prepare(self, plan: Plan, resume: bool) -> bool:
+        """Make the folder ready; returns whether the run resumes from a checkpoint. A run that never
+        finished an epoch (interrupted in the first, or no checkpoint written) simply starts again, with
+        or without --resume. Files that are not this run's are never overwritten."""
+        if resume and self.checkpoint.exists():
+            return True
+        if resume and not self.started:
+            raise RunError(f"{self.path} has no checkpoint to resume from", exit_code=2)
+        if not resume and self.checkpoint.exists():
             raise RunError(
                 f"{self.path} already holds a run: pass --resume to continue it, or choose another --out",
                 exit_code=2,
             )
-        self.path.mkdir(parents=True, exist_ok=True)
-        (self.path / Path(plan.scheme_path).name).write_text(format_tree(plan.module.tree))
-        (self.path / Path(plan.net_path).name).write_text(format_tree(parse_net(plan.net_text).tree))
+        copies = {
+            Path(plan.scheme_path).name: format_tree(plan.module.tree),
+            Path(plan.net_path).name: format_tree(parse_net(plan.net_text).tree),
+        }
+        if not self.started:
+            written = [*copies, "run.json", self.metrics.name, *SUMMARY_FILES]
+            in_the_way = [name for name in written if (self.path / name).exists()]
+            if in_the_way:
+                raise RunError(
+                    f"{self.path} already has {', '.join(in_the_way)}, which a run would overwrite: "
+                    "choose a new or empty folder with --out",
+                    exit_code=2,
+                )
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            self.metrics.unlink(missing_ok=True)  # rows of an attempt that saved no checkpoint
+            for name, text in copies.items():
+                (self.path / name).write_text(text)
+        except OSError as exc:
+            raise RunError(
+                f"cannot write the run folder {self.path}: {exc.strerror or exc}", exit_code=2
+            ) from None
+        return False
 
     def write_json(self, name: str, data: object) -> None:
         (self.path / name).write_text(json.dumps(data, indent=2) + "\n")
@@ -142,14 +177,26 @@ class RunFolder:
             handle.write(json.dumps(row) + "\n")
 
     def history(self, upto_epoch: int) -> list[dict]:
-        """Metrics rows of the epochs a checkpoint covers (later rows belong to a lost epoch)."""
+        """Metrics rows of the epochs a checkpoint covers (later rows belong to a lost epoch, and a row cut
+        short by a crash while it was appended is no row)."""
         if not self.metrics.exists():
             return []
-        rows = [json.loads(line) for line in self.metrics.read_text().splitlines() if line.strip()]
-        kept = [r for r in rows if r["epoch"] <= upto_epoch]
-        if len(kept) != len(rows):
+        lines = [line for line in self.metrics.read_text().splitlines() if line.strip()]
+        kept = [row for line in lines if (row := _row(line)) is not None and row["epoch"] <= upto_epoch]
+        if len(kept) != len(lines):
             self.metrics.write_text("".join(json.dumps(r) + "\n" for r in kept))
         return kept
+
+
+SUMMARY_FILES = ("summary.json", "summary.txt", "metrics.png")
+
+
+def _row(line: str) -> dict | None:
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError:
+        return None
+    return row if isinstance(row, dict) and isinstance(row.get("epoch"), int) else None
 
 
 class Interrupted(Exception):
@@ -219,7 +266,6 @@ def execute(
     import torch
 
     from daic.runtime import native
-    from daic.runtime.checkpoint import load
     from daic.runtime.distributed import DistributedError, Group, local_batch
     from daic.runtime.trainer import Trainer
 
@@ -237,13 +283,13 @@ def execute(
         raise RunError(str(exc), exit_code=2) from None
     data = _load_data(scheme, data_root, download, group)
     folder = RunFolder(out)
-    _main_first(group, lambda: folder.prepare(plan, resume))
+    resume = bool(group.broadcast(_main_first(group, lambda: folder.prepare(plan, resume))))
     trainer = Trainer(model, scheme, data, group=group, amp=amp)
     start = 0
     if resume:
         # Rank 0 reads the checkpoint and hands it round: on several machines only its own holds the folder.
-        state = group.broadcast(load(folder.checkpoint) if group.is_main else None)
-        trainer.load_state_dict(state)
+        state = group.broadcast(_main_first(group, lambda: _resumable(folder.checkpoint, plan, scheme)))
+        _restore(trainer, state, folder.checkpoint, plan)
         start = state["epoch"]
     elif group.is_main:
         folder.write_json(
@@ -277,6 +323,9 @@ def execute(
                 display.epoch_done(row)
     except (KeyboardInterrupt, Interrupted):
         display.interrupted(out)
+        if not history:
+            message = "interrupted before an epoch finished: run the same command again"
+            raise RunError(message, exit_code=130) from None
         raise RunError(
             f"interrupted; the last finished epoch is saved: resume with --resume --out {out}", exit_code=130
         ) from None
@@ -291,25 +340,79 @@ def execute(
     return group.broadcast(summary)
 
 
+def _resumable(path: Path, plan: Plan, scheme) -> dict:
+    """The checkpoint at `path`, if it is one of this scheme's runs (the same scheme, data set, seed and
+    optimizer: a checkpoint of another would load, or half load, and train on as something else)."""
+    from daic.runtime.checkpoint import load
+
+    try:
+        state = load(path)
+    except Exception as exc:  # torch.load raises many kinds (pickle, zip, EOF) for a file it cannot read
+        raise RunError(
+            f"{path} cannot be read ({exc.__class__.__name__}); the run cannot resume from it: start a new "
+            "one with another --out",
+            exit_code=2,
+        ) from None
+    expected = {
+        "scheme": plan.scheme.node.name,
+        "dataset": plan.scheme.built.args["data"].decl.name,
+        "seed": scheme.seed,
+        "optimizer_type": type_name(scheme.optimizer),
+    }
+    differ = [
+        f"{k} {state[k]!r} there, {v!r} here" for k, v in expected.items() if k in state and state[k] != v
+    ]
+    if differ or "model" not in state:
+        raise RunError(
+            f"{path} is from another run ({'; '.join(differ) or 'no network weights'}): resume with the "
+            "scheme that started it, or start a new run with another --out",
+            exit_code=2,
+        )
+    return state
+
+
+def _restore(trainer, state: dict, path: Path, plan: Plan) -> None:
+    try:
+        trainer.load_state_dict(state)
+    except (RuntimeError, KeyError, ValueError) as exc:
+        raise RunError(
+            f"{path} does not fit {plan.net_path} and this scheme's optimizer: {str(exc).splitlines()[0]}",
+            exit_code=2,
+        ) from None
+
+
+def type_name(value: object) -> str:
+    return type(value).__name__
+
+
 def _save_epoch(folder: RunFolder, row: dict, trainer, plan: Plan, scheme) -> None:
     """The epoch's metrics row, then its checkpoint. Metrics first: a crash between the two leaves a row the
     checkpoint does not cover, which `history` drops on resume, rather than a checkpoint whose epoch has
     no row."""
     from daic.runtime.checkpoint import save_atomic
 
-    folder.append_metrics(row)
-    save_atomic(
-        {
-            **trainer.state_dict(),
-            "epoch": row["epoch"],
-            "scheme": plan.scheme.node.name,
-            "seed": scheme.seed,
-            "dataset": plan.scheme.built.args["data"].decl.name,
-            "epsilon": trainer.epsilon(row["epoch"]),
-            "relu": scheme.relu,
-        },
-        folder.checkpoint,
-    )
+    state = {
+        **trainer.state_dict(),
+        "epoch": row["epoch"],
+        "scheme": plan.scheme.node.name,
+        "seed": scheme.seed,
+        "dataset": plan.scheme.built.args["data"].decl.name,
+        "optimizer_type": type_name(scheme.optimizer),
+        "epsilon": trainer.epsilon(row["epoch"]),
+        "relu": scheme.relu,
+    }
+    try:
+        folder.append_metrics(row)
+        save_atomic(state, folder.checkpoint)
+    except (OSError, RuntimeError) as exc:  # torch.save reports a full disk as a RuntimeError
+        before = row["epoch"] - 1
+        saved = (
+            f"epoch {before} is saved: resume with --resume --out {folder.path}"
+            if before
+            else "nothing is saved"
+        )
+        reason = getattr(exc, "strerror", None) or str(exc).splitlines()[0]
+        raise RunError(f"cannot save epoch {row['epoch']} in {folder.path} ({reason}); {saved}") from None
 
 
 def _main_first(group: Group, action: Callable[[], T]) -> T | None:

@@ -177,6 +177,8 @@ def evaluate(
     progress: Callable[[str, int, int], None] | None = None,
 ) -> dict[str, float]:
     """Percent of test images passing each test, in the order given. Verification uses a float64 copy."""
+    if not epsilon >= 0:  # an inverted box would "certify" everything
+        raise ValueError(f"evaluate needs epsilon >= 0, got {epsilon}")
     was_training = model.training
     model.eval()
     exact = None

@@ -70,8 +70,8 @@ DECLARATIONS = [
         "schedule",
         SCHEDULE,
         (
-            Param("start", FLOAT, doc="The value for the first `hold` epochs."),
-            Param("end", FLOAT, doc="The value after the ramp."),
+            Param("start", FLOAT, doc="The value for the first `hold` epochs.", reached=True),
+            Param("end", FLOAT, doc="The value after the ramp.", reached=True),
             Param("steps", FLOAT, doc="Epochs over which the value moves linearly from start to end.", low=0),
             Param("hold", FLOAT, 0, "Epochs at `start` before the ramp begins.", low=0),
         ),

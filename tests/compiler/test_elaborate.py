@@ -35,3 +35,33 @@ def test_arithmetic_on_other_types_is_reported_at_the_operand(line, kind, column
     assert problem.code.id == "E107"
     assert problem.message == f"arithmetic takes numbers, not a {kind}"
     assert (problem.span.line, problem.span.column) == (2, column)
+
+
+def fields(extra: str) -> str:
+    return f"scheme S {{ data = Digits goal = Box epochs = 1 {extra} }}\n"
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (
+            "epsilon = Until(0, 0.1, -0.2)",
+            "`epsilon` must be >= 0 at every epoch; this schedule reaches -0.2",
+        ),
+        (
+            "epsilon = Lin(0.1, -0.5, 1, 0)",
+            "`epsilon` must be >= 0 at every epoch; this schedule reaches -0.5",
+        ),
+        ("epsilon = 0.1 goal = Mix(Point, Box, Lin(0, 2, 1, 0))", "`weight` must be <= 1 at every epoch"),
+        ("epsilon = 1e308 * 10", "the result is too large for a number"),
+    ],
+)
+def test_schedules_and_arithmetic_stay_in_the_fields_range(extra, message):
+    module = checked(fields(extra).replace("goal = Box ", "" if "goal" in extra else "goal = Box "))
+    assert [d.code.id for d in module.diagnostics] == ["E108"]
+    assert module.diagnostics[0].message.startswith(message)
+
+
+def test_a_ramp_from_zero_is_a_valid_epsilon():
+    module = checked(fields("epsilon = Until(5, Lin(0, 8/255, 5, 0), 8/255)"))
+    assert module.diagnostics == []

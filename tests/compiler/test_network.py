@@ -84,6 +84,28 @@ def test_input_from_the_data_set_and_class_count():
     assert [d.code.id for d in network.diagnostics] == ["E133"]
 
 
+def test_an_empty_network_cannot_classify():
+    network = analyze_net(parse_net("").tree, (1, 8, 8), 10)
+    assert [(d.code.id, d.message) for d in network.diagnostics if d.is_error] == [
+        ("E133", "the network ends with shape [8, 8, 1], but the data set has 10 classes")
+    ]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "MaxPool2D kernel_size=2 stride=0",
+        "Conv2D filters=4 kernel_size=3 stride=[0, 0]",
+        "AvgPool2D kernel_size=0",
+    ],
+)
+def test_a_window_out_of_range_is_reported_without_a_shape(line):
+    network = analyze_net(parse_net(f"{line} input_shape=[8, 8, 1]\nLinear out=10\n").tree)
+    codes = [d.code.id for d in network.diagnostics]
+    assert codes and set(codes) == {"E108"}  # one per zero: `[0, 0]` gives two
+    assert "must be >= 1, got 0" in network.diagnostics[0].message
+
+
 def test_show_prints_rows_and_totals():
     result = CliRunner().invoke(main, ["show", str(NETS / "resnettiny_fewcombo.net")])
     assert result.exit_code == 0, result.output

@@ -198,6 +198,9 @@ def test_run_errors_are_messages_not_tracebacks(tmp_path, tiny_scheme):
         else ["run", str(tiny_scheme), "--device", "tpu"],
     )
     assert result.exit_code == 2
+    for device in ("mps", "meta", "gpu"):
+        result = CliRunner().invoke(main, ["run", str(tiny_scheme), "--device", device])
+        assert result.exit_code == 2 and "daic runs on cpu, cuda or cuda:N" in result.stderr
     cifar = tmp_path / "c.dai"
     cifar.write_text(
         "import stdlib.schemes\n"

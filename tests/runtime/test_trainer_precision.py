@@ -160,3 +160,11 @@ def test_an_epoch_is_timed_until_its_loss_is_read(monkeypatch):
     row = trainer.train_epoch(0)
     assert row["seconds"] >= 1.0
     assert row["examples_per_s"] == pytest.approx(32 / row["seconds"])
+
+
+def test_certification_refuses_a_negative_epsilon():
+    from daic.runtime.evaluate import evaluate
+
+    data = tiny_data()
+    with pytest.raises(ValueError, match=r"epsilon >= 0, got -0\.1"):
+        evaluate(tiny_net(), [Verify(BoxDomain())], data.test_x, data.test_y, -0.1, (0.0, 1.0))
