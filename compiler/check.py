@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from lark.exceptions import VisitError
+
 from daic.dsl import diagnostics as D
 from daic.dsl.parser import ParseResult, parse
 from daic.dsl.source import LineIndex
@@ -43,6 +45,23 @@ def check_source(source: Source, program: Program | None = None) -> FileReport:
     """Every phase of the compiler, one after the other, into one list of diagnostics."""
     if source.problem is not None:
         return FileReport(source, (source.problem,), None)
+    try:
+        return _check(source, program)
+    except (RecursionError, VisitError) as exc:
+        if isinstance(exc, VisitError) and not isinstance(exc.orig_exc, RecursionError):
+            raise
+        # The parser bounds brackets and operator chains, but lets defined through hundreds of later lets,
+        # or hundreds of files importing each other in a line, still recurse past Python's limit.
+        problem = D.error(
+            D.NESTING_TOO_DEEP,
+            "this file's definitions or imports chain too deeply to check (hundreds of levels)",
+            LineIndex(source.text).span(0, 0),
+            hint="define lets before the lets that use them, and shorten chains of imports",
+        )
+        return FileReport(source, (replace(problem, path=source.path),), None)
+
+
+def _check(source: Source, program: Program | None) -> FileReport:
     if source.language == "net":
         parsed = parse(source.text, "net")
         network = analyze_net(parsed.tree)

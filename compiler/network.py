@@ -182,6 +182,16 @@ class _Analyzer:
         annotated = node.built.args.get("input_shape")
         if not isinstance(annotated, tuple) or not all(isinstance(v, int) for v in annotated):
             return shape
+        if len(annotated) not in (1, 3):
+            param = node.layer.param("input_shape")
+            self.sink.append(
+                error(
+                    C.ANNOTATION,
+                    f"input_shape has {len(annotated)} values; it is [height, width, channels] or [features]",
+                    param.value.span if param else node.layer.span,
+                )
+            )
+            return shape
         declared = (annotated[2], annotated[0], annotated[1]) if len(annotated) == 3 else tuple(annotated)
         if shape is not None and declared != shape and math.prod(declared) != 0:
             param = node.layer.param("input_shape")

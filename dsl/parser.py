@@ -127,7 +127,19 @@ class _Builder(Transformer):
     def string(self, children: list) -> A.String:
         (tok,) = children
         body = str(tok)[1:-1]
-        value = re.sub(r"\\(.)", lambda m: {"n": "\n", "t": "\t"}.get(m.group(1), m.group(1)), body)
+        for match in re.finditer(r"\\(.)", body):
+            if match.group(1) not in _ESCAPES:
+                # Silently dropping the backslash turned `"nets\resnet.net"` into another path.
+                start = self.base + tok.start_pos + 1 + match.start()
+                self.diagnostics.append(
+                    D.error(
+                        D.UNKNOWN_ESCAPE,
+                        f"`\\{match.group(1)}` is no escape in a string",
+                        self.index.span(start, start + 2),
+                        hint="write paths with `/`; a backslash itself is `\\\\`",
+                    )
+                )
+        value = re.sub(r"\\(.)", lambda m: _ESCAPES.get(m.group(1), m.group(0)), body)
         return A.String(value, span=self._tok(tok))
 
     def true(self, children: list) -> A.Bool:
@@ -241,6 +253,9 @@ class _Builder(Transformer):
 
 
 # --- errors -------------------------------------------------------------------------------------------
+
+
+_ESCAPES = {"n": "\n", "t": "\t", "\\": "\\", '"': '"'}
 
 
 def _token_text(tok: Token) -> str:

@@ -16,8 +16,9 @@ INPUT_SHAPE = Param(
     "input_shape",
     ListOf(INT),
     None,
-    "The shape [H, W, C] entering this layer, as the paper's listings "
+    "The shape [H, W, C] (or [features]) entering this layer, as the paper's listings "
     "print it; checked against the inferred shape when given.",
+    low=1,
 )
 
 

@@ -65,3 +65,19 @@ def test_schedules_and_arithmetic_stay_in_the_fields_range(extra, message):
 def test_a_ramp_from_zero_is_a_valid_epsilon():
     module = checked(fields("epsilon = Until(5, Lin(0, 8/255, 5, 0), 8/255)"))
     assert module.diagnostics == []
+
+
+def test_chains_too_deep_to_check_are_one_diagnostic(tmp_path):
+    from daic.compiler.check import check_path
+
+    lets = tmp_path / "lets.dai"
+    lets.write_text("".join(f"let a{i} = a{i - 1}\n" for i in range(600, 0, -1)) + "let a0 = 1\n")
+    for i in range(500):
+        text = f'import "m{i + 1}.dai" as n\nlet x = n.x\n' if i < 499 else "let x = 1\n"
+        (tmp_path / f"m{i}.dai").write_text(text)
+    for path in (lets, tmp_path / "m0.dai"):
+        (problem,) = check_path(str(path)).diagnostics
+        assert (problem.code.id, problem.span.line, problem.span.column) == ("E008", 1, 1)
+        assert problem.message.startswith("this file's definitions or imports chain too deeply")
+    # Short chains check as before.
+    assert check_path(str(tmp_path / "m400.dai")).diagnostics == ()

@@ -106,6 +106,21 @@ def test_a_window_out_of_range_is_reported_without_a_shape(line):
     assert "must be >= 1, got 0" in network.diagnostics[0].message
 
 
+@pytest.mark.parametrize(
+    ("shape", "code", "message"),
+    [
+        ("[-8, 8, 1]", "E108", "`input_shape` must be >= 1, got -8"),
+        ("[8, 8]", "E131", "input_shape has 2 values; it is [height, width, channels] or [features]"),
+        ("[]", "E131", "input_shape has 0 values"),
+    ],
+)
+def test_input_shape_annotations_are_checked(shape, code, message):
+    network = analyze_net(parse_net(f"Linear out=10 input_shape={shape}\n").tree)
+    assert [d.code.id for d in network.diagnostics] == [code]
+    assert network.diagnostics[0].message.startswith(message)
+    assert network.params == 0  # nothing is counted from a shape that is not one
+
+
 def test_show_prints_rows_and_totals():
     result = CliRunner().invoke(main, ["show", str(NETS / "resnettiny_fewcombo.net")])
     assert result.exit_code == 0, result.output

@@ -21,6 +21,7 @@ SEEDS = [p.read_text() for p in LISTINGS] + [
 
 # What each corpus file must be reported as: (code, line, column) of a diagnostic, or None if clean.
 EXPECTED = {
+    "bad_escape.dai": ("E013", 1, 23),
     "bad_indent.net": ("E006", 3, 1),
     "binary.net": ("E001", 3, 1),
     "bom_crlf.net": None,
