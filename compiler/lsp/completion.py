@@ -31,13 +31,14 @@ STATEMENT_KEYWORDS = ("import", "let", "scheme")
 
 def complete(analysis: Analysis, offset: int, markup: T.MarkupKind) -> list[T.CompletionItem]:
     ctx = context(analysis.text, offset, analysis.document.language)
-    start = ctx.prefix_start
-    if "." in ctx.prefix:
-        start += ctx.prefix.rindex(".") + 1
-    edit_range = analysis.positions.range(start, offset)
+    # A dotted item (`stdlib.goals`, `s.Baseline`) replaces all that is typed; a plain one (a let of a
+    # module, after `goals.`) only what follows the last dot.
+    whole = analysis.positions.range(ctx.prefix_start, offset)
+    last_part = analysis.positions.range(ctx.prefix_start + ctx.prefix.rfind(".") + 1, offset)
     items = _items(ctx, analysis, markup)
     for item in items:
-        item.text_edit = T.TextEdit(edit_range, item.insert_text or item.label)
+        text = item.insert_text or item.label
+        item.text_edit = T.TextEdit(whole if "." in text else last_part, text)
         item.insert_text = None
     return items
 
@@ -99,7 +100,7 @@ def stdlib_modules() -> list[str]:
 
 def _keyword_items(ctx: Context, markup: T.MarkupKind) -> list[T.CompletionItem]:
     frame = ctx.call()
-    if frame is None or frame is not ctx.innermost:
+    if frame is None or frame is not ctx.innermost or "." in ctx.prefix:  # `goals.Ba` names a value
         return []
     items: dict[str, T.CompletionItem] = {}
     for slot in call_slots(frame):

@@ -129,3 +129,26 @@ async def test_text_edit_replaces_the_typed_prefix(editor, tmp_path):
 async def test_no_completion_in_comments_and_strings(editor, tmp_path):
     assert await labels_at(editor, tmp_path / "q.dai", "# Mix(", "Mix(") == []
     assert await labels_at(editor, tmp_path / "r.dai", 'let s = "Mix(', "Mix(") == []
+
+
+async def edits_at(editor, path, text: str) -> dict[str, tuple[T.Range, str]]:
+    """Complete at the end of `text`: each item's edit, by label."""
+    uri = await editor.open(path, text)
+    result = await editor.client.text_document_completion_async(
+        T.CompletionParams(T.TextDocumentIdentifier(uri=uri), editor.position(text, len(text)))
+    )
+    editor.close(uri)
+    return {item.label: (item.text_edit.range, item.text_edit.new_text) for item in result.items}
+
+
+async def test_dotted_items_replace_the_whole_qualified_prefix(editor, tmp_path):
+    text = "import stdlib.go"
+    edits = await edits_at(editor, tmp_path / "r.dai", text)
+    assert edits["stdlib.goals"] == (editor.range(text, len("import "), len(text)), "stdlib.goals")
+    text = "import stdlib.schemes as s\nscheme X extends s."
+    edits = await edits_at(editor, tmp_path / "s.dai", text)
+    assert edits["s.Baseline"] == (editor.range(text, len(text) - 2, len(text)), "s.Baseline")
+    text = "import stdlib.goals\nlet x = Mix(goals.Ba"
+    edits = await edits_at(editor, tmp_path / "t.dai", text)
+    assert edits["Baseline"] == (editor.range(text, len(text) - 2, len(text)), "Baseline")
+    assert not any(label.endswith("=") for label in edits)  # no keywords after a qualifier
