@@ -9,8 +9,10 @@ Reading whole data sets into tensors keeps batching and augmentation vectorised 
 from __future__ import annotations
 
 import gzip
+import os
 import pickle
 import shutil
+import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -167,13 +169,29 @@ def _unpack_gz(folder: Path) -> None:
         return
     for packed in folder.glob("*-ubyte.gz"):
         target = packed.with_suffix("")
-        if not target.exists():
-            with gzip.open(packed, "rb") as src, open(target, "wb") as dst:
+        if target.exists() and target.stat().st_mtime >= packed.stat().st_mtime:
+            continue  # unpacked before (a newer .gz, say a replaced truncated one, is unpacked again)
+        partial = target.with_name(target.name + ".partial")
+        try:
+            with gzip.open(packed, "rb") as src, open(partial, "wb") as dst:
                 shutil.copyfileobj(src, dst)
+            os.replace(partial, target)  # whole or not at all: a cut .gz leaves no stale file behind
+        finally:
+            partial.unlink(missing_ok=True)
 
 
-# What torchvision raises for missing, truncated or foreign files.
-_UNREADABLE = (RuntimeError, OSError, ValueError, KeyError, IndexError, EOFError, pickle.UnpicklingError)
+# What torchvision (and gzip) raise for missing, truncated or foreign files; its MNIST reader asserts.
+_UNREADABLE = (
+    RuntimeError,
+    OSError,
+    ValueError,
+    KeyError,
+    IndexError,
+    EOFError,
+    AssertionError,
+    zlib.error,
+    pickle.UnpicklingError,
+)
 
 
 def _missing(name: str, folder: Path, expected: str, exc: Exception) -> DataError:
@@ -188,6 +206,7 @@ class _Torchvision(Dataset):
 
     layout = ""  # how the class stores images: "NHW", "NHWC" or "NCHW"
     expected = ""  # the files, for the message when they are missing
+    image = (3, 32, 32)  # (C, H, W) of its images
 
     def _splits(self, folder: Path, download: bool) -> tuple[object, object]:
         from torchvision import datasets
@@ -205,19 +224,35 @@ class _Torchvision(Dataset):
         folder = _folder(root, self.name)
         try:
             train, test = self._splits(folder, download)
+            data = TensorData(
+                _to_images(train.data, self.layout),
+                self._labels(train),
+                _to_images(test.data, self.layout),
+                self._labels(test),
+                self.classes,
+            )
         except _UNREADABLE as exc:
             raise _missing(self.name, folder, self.expected, exc) from None
-        return TensorData(
-            _to_images(train.data, self.layout),
-            self._labels(train),
-            _to_images(test.data, self.layout),
-            self._labels(test),
-            self.classes,
-        )
+        self._check(data, folder)
+        return data
+
+    def _check(self, data: TensorData, folder: Path) -> None:
+        """Files that read but hold other data (another set's images, labels that do not match) would
+        otherwise fail mid-epoch, after the run folder was made."""
+        for split, x, y in (("training", data.train_x, data.train_y), ("test", data.test_x, data.test_y)):
+            problem = None
+            if tuple(x.shape[1:]) != self.image:
+                problem = f"images of shape {list(x.shape[1:])} (C, H, W), not {list(self.image)}"
+            elif len(y) != len(x):
+                problem = f"{len(x)} images but {len(y)} labels"
+            elif len(y) and not (int(y.min()) >= 0 and int(y.max()) < self.classes):
+                problem = f"labels from {int(y.min())} to {int(y.max())}, not 0 to {self.classes - 1}"
+            if problem:
+                raise DataError(f"{self.name}: the {split} files under {folder} hold {problem}")
 
 
 class _MnistLike(_Torchvision):
-    layout = "NHW"
+    layout, image = "NHW", (1, 28, 28)
 
     @property
     def expected(self) -> str:

@@ -66,6 +66,51 @@ def test_mnist_formats(tmp_path, cls, gz):
     assert data.train_y.dtype == torch.int64
 
 
+def _mnist_files(root, images=(28, 28), labels=10, counts=(12, 5), gz=False):
+    raw = root / "MNIST" / "raw"
+    for split, n in zip(("train", "t10k"), counts, strict=True):
+        _idx(raw / f"{split}-images-idx3-ubyte", RNG.integers(0, 256, (n, *images)), gz)
+        _idx(raw / f"{split}-labels-idx1-ubyte", RNG.integers(0, labels, (n,)), gz)
+    return raw
+
+
+@pytest.mark.parametrize(
+    ("files", "message"),
+    [
+        (
+            {"images": (10, 10)},
+            r"training files under .* hold images of shape \[1, 10, 10\] \(C, H, W\), not \[1, 28, 28\]",
+        ),
+        ({"labels": 200}, r"hold labels from \d+ to \d+, not 0 to 9"),
+    ],
+    ids=["shape", "labels"],
+)
+def test_files_of_other_data_are_refused_before_training(tmp_path, files, message):
+    _mnist_files(tmp_path, **files)
+    with pytest.raises(DataError, match=message):
+        MNIST().load(str(tmp_path))
+
+
+def test_garbage_and_cut_files_say_what_to_do(tmp_path):
+    raw = _mnist_files(tmp_path)
+    (raw / "train-images-idx3-ubyte").write_bytes(RNG.integers(0, 256, 4000, dtype=np.uint8).tobytes())
+    with pytest.raises(DataError, match="MNIST: no usable data under"):
+        MNIST().load(str(tmp_path))
+
+
+def test_a_cut_gz_leaves_nothing_stale_behind(tmp_path):
+    raw = _mnist_files(tmp_path, gz=True)
+    packed = raw / "train-images-idx3-ubyte.gz"
+    whole = packed.read_bytes()
+    packed.write_bytes(whole[: len(whole) // 2])
+    with pytest.raises(DataError, match="MNIST: no usable data under"):
+        MNIST().load(str(tmp_path))
+    assert not (raw / "train-images-idx3-ubyte").exists()
+    assert [p.name for p in raw.glob("*.partial")] == []
+    packed.write_bytes(whole)  # the user puts the whole file back
+    assert MNIST().load(str(tmp_path)).train_x.shape == (12, 1, 28, 28)
+
+
 def _md5(path):
     return hashlib.md5(path.read_bytes()).hexdigest()
 
