@@ -112,7 +112,7 @@ def fmt(paths: tuple[str, ...], check_only: bool, diff: bool) -> None:
         sources = [read(path) for path in files]
     except UsageError as exc:
         _fail_usage(str(exc))
-    changed = unparsable = 0
+    changed = unparsable = unwritable = 0
     for source in sources:
         # Formatting needs only a syntax tree; meaning is `daic check`'s business.
         report = parse_source(source)
@@ -141,7 +141,12 @@ def fmt(paths: tuple[str, ...], check_only: bool, diff: bool) -> None:
         elif check_only:
             click.echo(f"would reformat {report.source.path}")
         else:
-            _write_atomically(report.source.path, after)
+            try:
+                _write_atomically(report.source.path, after)
+            except OSError as exc:
+                unwritable += 1
+                click.echo(f"daic: cannot write {report.source.path}: {exc.strerror or exc}", err=True)
+                continue
             click.echo(f"reformatted {report.source.path}", err=True)
     verb = "would be reformatted" if (check_only or diff) else "reformatted"
     unchanged = len(sources) - changed - unparsable
@@ -149,7 +154,7 @@ def fmt(paths: tuple[str, ...], check_only: bool, diff: bool) -> None:
     if unparsable:
         summary += f", {_plural(unparsable, 'file')} not parsed"
     click.echo(summary, err=True)
-    sys.exit(1 if unparsable or (changed and (check_only or diff)) else 0)
+    sys.exit(1 if unparsable or unwritable or (changed and (check_only or diff)) else 0)
 
 
 def all_codes() -> list[D.Code]:
@@ -173,7 +178,9 @@ def _parse_shape(text: str) -> tuple[int, ...]:
 @click.option(
     "--input", "input_shape", metavar="C,H,W", help="The input shape, if the file has no annotation."
 )
-@click.option("--classes", type=int, help="Check that the network ends with this many outputs.")
+@click.option(
+    "--classes", type=click.IntRange(min=1), help="Check that the network ends with this many outputs."
+)
 def show(net: str, input_shape: str | None, classes: int | None) -> None:
     """Print a network's layers with their output shapes, neurons and parameters."""
     from rich.console import Console
@@ -256,20 +263,32 @@ def run(
         _launch_workers(ctx, nproc_per_node, scheme_file, scheme_name, net, device)
     group = _join_group(device)
     try:
-        plan = plan_run(scheme_file, scheme_name, net)
-        folder = Path(out or Path("runs") / plan.scheme.node.name)
-        summary = execute(
-            plan,
-            folder,
-            epochs=epochs,
-            data_root=data_root,
-            download=download,
-            device=str(group.device),
-            resume=resume,
-            display=RunDisplay(processes=group.world) if group.is_main else Silent(),
-            group=group,
-            amp=amp,
-        )
+        try:
+            plan = plan_run(scheme_file, scheme_name, net)
+            folder = Path(out or Path("runs") / plan.scheme.node.name)
+            summary = execute(
+                plan,
+                folder,
+                epochs=epochs,
+                data_root=data_root,
+                download=download,
+                device=str(group.device),
+                resume=resume,
+                display=RunDisplay(processes=group.world) if group.is_main else Silent(),
+                group=group,
+                amp=amp,
+            )
+        except KeyboardInterrupt:  # the training loop reports its own; this is before it began
+            raise RunError(
+                "interrupted before training began: run the same command again", exit_code=130
+            ) from None
+        except RuntimeError as exc:
+            if not _out_of_memory(exc):
+                raise
+            raise RunError(
+                f"out of memory on {group.device} ({str(exc).splitlines()[0][:200]}): use a smaller batch "
+                "or network, or split the batch over processes with --nproc-per-node",
+            ) from None
     except (UsageError, RunError) as exc:
         code = exc.exit_code if isinstance(exc, RunError) else 2
         if group.is_main:
@@ -297,6 +316,12 @@ def _leave(group: Group, code: int) -> None:
         os._exit(code)
     if code:
         sys.exit(code)
+
+
+def _out_of_memory(exc: RuntimeError) -> bool:
+    import torch
+
+    return isinstance(exc, torch.OutOfMemoryError) or "can't allocate memory" in str(exc)
 
 
 def _report(exc: Exception) -> None:

@@ -154,6 +154,17 @@ class _ModuleChecker:
         else:
             path = self.base_dir / node.target.value
             shown = node.target.value
+            not_a_module = "a network" if path.suffix == ".net" else "a folder" if path.is_dir() else None
+            if not_a_module:
+                self.report(
+                    C.IMPORT_NOT_FOUND,
+                    f"`{shown}` is {not_a_module}; import takes .dai files",
+                    node.target.span,
+                    hint='a scheme names its network with `net = "file.net"`'
+                    if path.suffix == ".net"
+                    else None,
+                )
+                return None
             if not path.is_file():
                 self.report(
                     C.IMPORT_NOT_FOUND, f"no file `{shown}` (looked in {self.base_dir})", node.target.span

@@ -131,3 +131,40 @@ def test_check_never_imports_torch():
     done = subprocess.run([sys.executable, "-c", code, str(COMBO)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "error[E009]" in done.stdout
+
+
+def test_fmt_reports_a_file_it_cannot_write(tmp_path, monkeypatch):
+    path = tmp_path / "a.dai"
+    path.write_text("let x = 1\n\n\n")
+
+    def refuse(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr("tempfile.mkstemp", refuse)
+    result = CliRunner().invoke(main, ["fmt", str(path)])
+    assert result.exit_code == 1
+    assert f"daic: cannot write {path}: Permission denied" in result.stderr
+    assert path.read_text() == "let x = 1\n\n\n"
+
+
+@pytest.mark.parametrize(
+    ("raised", "code", "message"),
+    [
+        (KeyboardInterrupt(), 130, "interrupted before training began: run the same command again"),
+        (
+            RuntimeError("DefaultCPUAllocator: can't allocate memory: 256000000000 bytes"),
+            1,
+            "out of memory on cpu",
+        ),
+    ],
+    ids=["interrupt", "memory"],
+)
+def test_run_failures_before_and_outside_training_are_messages(tmp_path, monkeypatch, raised, code, message):
+    def fail(*args, **kwargs):
+        raise raised
+
+    monkeypatch.setattr("daic.compiler.run.execute", fail)
+    scheme = Path(__file__).parents[2] / "examples" / "quickstart.dai"
+    result = CliRunner().invoke(main, ["run", str(scheme), "--out", str(tmp_path / "r")])
+    assert result.exit_code == code
+    assert message in result.stderr and "Traceback" not in result.output

@@ -81,3 +81,17 @@ def test_chains_too_deep_to_check_are_one_diagnostic(tmp_path):
         assert problem.message.startswith("this file's definitions or imports chain too deeply")
     # Short chains check as before.
     assert check_path(str(tmp_path / "m400.dai")).diagnostics == ()
+
+
+def test_imports_of_networks_and_folders_say_what_import_takes(tmp_path):
+    from daic.compiler.check import check_path
+
+    (tmp_path / "n.net").write_text("Linear out=10\n")
+    (tmp_path / "lib").mkdir()
+    main = tmp_path / "main.dai"
+    main.write_text('import "n.net"\nimport "lib" as lib\n')
+    messages = [d.message for d in check_path(str(main)).diagnostics]
+    assert messages == [
+        "`n.net` is a network; import takes .dai files",
+        "`lib` is a folder; import takes .dai files",
+    ]

@@ -168,3 +168,16 @@ def test_certification_refuses_a_negative_epsilon():
     data = tiny_data()
     with pytest.raises(ValueError, match=r"epsilon >= 0, got -0\.1"):
         evaluate(tiny_net(), [Verify(BoxDomain())], data.test_x, data.test_y, -0.1, (0.0, 1.0))
+
+
+def test_checkpoints_are_written_with_the_usual_permissions(tmp_path):
+    import os
+
+    from daic.runtime.checkpoint import save_atomic
+
+    mask = os.umask(0o022)
+    try:
+        save_atomic({"epoch": 1}, tmp_path / "checkpoint.pt")
+    finally:
+        os.umask(mask)
+    assert (tmp_path / "checkpoint.pt").stat().st_mode & 0o777 == 0o644
