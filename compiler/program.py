@@ -9,6 +9,7 @@ scheme's data set.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -64,9 +65,11 @@ def stdlib_file(dotted: str) -> Path | None:
 class Program:
     """Loads and checks modules, caching each by path so an import graph is checked once."""
 
-    def __init__(self, check_nets: bool = True) -> None:
+    def __init__(self, check_nets: bool = True, overlay: Mapping[str, str] | None = None) -> None:
         # False when a run replaces every scheme's network (`daic run --net`): the named ones don't matter.
         self.check_nets = check_nets
+        # Texts that stand in for files, by resolved path: an editor's unsaved buffers.
+        self.overlay = overlay or {}
         self.modules: dict[str, Module] = {}
         self.loading: list[str] = []
         self.cycles: list[list[str]] = []  # import cycles found, each as the chain of paths
@@ -97,10 +100,18 @@ class Program:
         if key in self.modules:
             return self.modules[key]
         try:
-            text = path.read_text(encoding="utf-8")
+            text = self.read(path)
         except (OSError, UnicodeDecodeError) as exc:
             return f"cannot be read ({exc.__class__.__name__})"
         return self.check_text(text, str(path))
+
+    def exists(self, path: Path) -> bool:
+        return path.is_file() or str(path.resolve()) in self.overlay
+
+    def read(self, path: Path) -> str:
+        """The file's text, or the buffer that stands in for it."""
+        buffer = self.overlay.get(str(path.resolve()))
+        return buffer if buffer is not None else path.read_text(encoding="utf-8")
 
 
 class _ModuleChecker:
@@ -165,7 +176,7 @@ class _ModuleChecker:
                     else None,
                 )
                 return None
-            if not path.is_file():
+            if not self.program.exists(path):
                 self.report(
                     C.IMPORT_NOT_FOUND, f"no file `{shown}` (looked in {self.base_dir})", node.target.span
                 )
@@ -357,10 +368,10 @@ class _ModuleChecker:
             return
         path = (info.net_dir or self.base_dir) / net
         self.program.consulted.add(str(path.resolve()))
-        if not path.is_file() and net.startswith(STDLIB + "/"):
+        if not self.program.exists(path) and net.startswith(STDLIB + "/"):
             path = Path(str(resources.files("daic.stdlib").joinpath(*net.split("/")[1:])))
             self.program.consulted.add(str(path.resolve()))
-        if not path.is_file():
+        if not self.program.exists(path):
             if not report_missing:
                 return
             self.report(
@@ -371,7 +382,7 @@ class _ModuleChecker:
             )
             return
         try:
-            text = path.read_text(encoding="utf-8")
+            text = self.program.read(path)
         except (OSError, UnicodeDecodeError):
             self.report(C.IMPORT_NOT_FOUND, f"network file `{net}` cannot be read as text", span)
             return

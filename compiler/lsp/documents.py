@@ -7,6 +7,7 @@ text, so a hover after a keystroke reuses the check that the diagnostics already
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -81,27 +82,34 @@ class _ImportCache:
     from scratch on every keystroke would re-check every network it names."""
 
     modules: dict[str, Module] = field(default_factory=dict)
-    stamps: dict[str, int | None] = field(default_factory=dict)
+    stamps: dict[str, object] = field(default_factory=dict)
 
-    def valid(self) -> bool:
-        return all(_stamp(path) == stamp for path, stamp in self.stamps.items())
+    def valid(self, overlay: Mapping[str, str]) -> bool:
+        return all(_stamp(path, overlay) == stamp for path, stamp in self.stamps.items())
 
 
-def _stamp(path: str) -> int | None:
+def _stamp(path: str, overlay: Mapping[str, str]) -> object:
+    """What a file read as: an open buffer's text, else the file's modification time."""
+    if path in overlay:
+        return ("buffer", overlay[path])
     try:
         return os.stat(path).st_mtime_ns
     except OSError:
         return None
 
 
-def check_document(document: Document, cache: _ImportCache | None = None) -> tuple[FileReport, _ImportCache]:
-    """What `daic check` reports for this text, plus the imported modules to reuse next time."""
+def check_document(
+    document: Document, cache: _ImportCache | None = None, overlay: Mapping[str, str] | None = None
+) -> tuple[FileReport, _ImportCache]:
+    """What `daic check` reports for this text, plus the imported modules to reuse next time. `overlay`
+    holds the other open buffers' texts by resolved path: they stand in for their files, saved or not."""
+    overlay = overlay or {}
     source = Source(document.path, document.language, document.text)
     if document.language == "net":
         return check_source(source), _ImportCache()
     own = str(Path(document.path).resolve())
-    program = Program()
-    if cache is not None and cache.valid():
+    program = Program(overlay=overlay)
+    if cache is not None and cache.valid(overlay):
         program.modules.update({k: m for k, m in cache.modules.items() if k != own})
     report = check_source(source, program)
     if program.cycles:
@@ -109,7 +117,7 @@ def check_document(document: Document, cache: _ImportCache | None = None) -> tup
         return report, _ImportCache()
     modules = {k: m for k, m in program.modules.items() if k != own}
     # The networks the imported schemes name count too: a fixed .net changes what its importers report.
-    return report, _ImportCache(modules, {k: _stamp(k) for k in program.consulted - {own}})
+    return report, _ImportCache(modules, {k: _stamp(k, overlay) for k in program.consulted - {own}})
 
 
 class Analyses:
@@ -119,14 +127,19 @@ class Analyses:
         self._latest: dict[str, Analysis] = {}
         self._imports: dict[str, _ImportCache] = {}
 
-    def get(self, document: Document, encoding: str = UTF16) -> Analysis:
+    def get(
+        self, document: Document, encoding: str = UTF16, overlay: Mapping[str, str] | None = None
+    ) -> Analysis:
+        overlay = overlay or {}
         cached = self._latest.get(document.uri)
-        if cached is not None and cached.document == document:
+        imports = self._imports.get(document.uri)
+        # Still current: the same text, and every file it read reads the same (an edited buffer does not).
+        if cached is not None and cached.document == document and (imports is None or imports.valid(overlay)):
             if cached.positions.encoding != encoding:
                 cached = Analysis(document, cached.report, PositionMap(cached.positions.index, encoding))
                 self._latest[document.uri] = cached
             return cached
-        report, imports = check_document(document, self._imports.get(document.uri))
+        report, imports = check_document(document, imports, overlay)
         self._imports[document.uri] = imports
         analysis = Analysis(document, report, PositionMap(LineIndex(document.text), encoding))
         self._latest[document.uri] = analysis

@@ -55,7 +55,16 @@ class DaicLanguageServer(LanguageServer):
     def analysis(self, uri: str) -> Analysis:
         doc = self.workspace.get_text_document(uri)
         fs_path = to_fs_path(uri) if uri_scheme(uri) == "file" else None
-        return self.analyses.get(document_for(uri, doc.source, fs_path, doc.language_id), self.encoding)
+        document = document_for(uri, doc.source, fs_path, doc.language_id)
+        return self.analyses.get(document, self.encoding, self.buffers(but=uri))
+
+    def buffers(self, but: str | None = None) -> dict[str, str]:
+        """The open files' texts by resolved path (the editor's, saved or not), except `but`'s."""
+        found = {}
+        for doc in list(self.workspace.text_documents.values()):
+            if doc.uri != but and uri_scheme(doc.uri) == "file":
+                found[str(Path(to_fs_path(doc.uri)).resolve())] = doc.source
+        return found
 
     def is_open(self, uri: str) -> bool:
         return uri in {d.uri for d in self.workspace.text_documents.values()}
@@ -132,7 +141,10 @@ def create_server() -> DaicLanguageServer:
     @server.feature(T.TEXT_DOCUMENT_DID_CHANGE)
     @safe(lambda: None)
     def did_change(ls: DaicLanguageServer, params: T.DidChangeTextDocumentParams) -> None:
-        ls.schedule(params.text_document.uri)
+        # The other open documents may import this one or name it as their net; those whose imports read
+        # the same are answered from their cached analysis.
+        for doc in list(ls.workspace.text_documents.values()):
+            ls.schedule(doc.uri)
 
     @server.feature(T.TEXT_DOCUMENT_DID_SAVE)
     @safe(lambda: None)
@@ -183,7 +195,13 @@ def create_server() -> DaicLanguageServer:
     @safe(list)
     def on_definition(ls: DaicLanguageServer, params: T.DefinitionParams) -> list[T.Location]:
         analysis, offset = _offset(ls, params.text_document.uri, params.position)
-        return definition.definition(analysis, offset, _read)
+        buffers = ls.buffers()
+
+        def text_of(path: str) -> str | None:
+            found = buffers.get(str(Path(path).resolve()))
+            return found if found is not None else _read(path)
+
+        return definition.definition(analysis, offset, text_of)
 
     @server.feature(T.TEXT_DOCUMENT_DOCUMENT_SYMBOL)
     @safe(list)

@@ -110,6 +110,16 @@ class Editor:
         self.versions[uri] = None
         self.client.text_document_did_close(T.DidCloseTextDocumentParams(T.TextDocumentIdentifier(uri=uri)))
 
+    async def wait_until(self, uri: str, holds) -> list[T.Diagnostic]:
+        """The diagnostics of `uri` once they satisfy `holds` (they come after another document's edit)."""
+
+        async def arrived() -> None:
+            while not holds(list(self.client.diagnostics.get(uri, []))):
+                await asyncio.sleep(0.005)
+
+        await asyncio.wait_for(arrived(), TIMEOUT_S)
+        return list(self.client.diagnostics[uri])
+
     async def diagnostics(self, uri: str) -> list[T.Diagnostic]:
         """The diagnostics of the document's current version, once they arrive."""
         missing = object()

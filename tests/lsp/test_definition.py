@@ -76,3 +76,21 @@ async def test_file_import_and_nothing(editor, tmp_path):
     # A constructor is declared in Python, not in a source file: no location.
     assert await definition_at(editor, uri, text, "Box") == []
     editor.close(uri)
+
+
+async def test_an_open_buffer_stands_in_for_its_file(editor, tmp_path):
+    library = tmp_path / "lib.dai"
+    library.write_text("let eps = 0.1\n")
+    lib_uri = await editor.open(library)
+    text = 'import "lib.dai" as lib\nlet g = Mix(Point, Box, lib.eps)\n'
+    uri = await editor.open(tmp_path / "main.dai", text)
+    assert await editor.diagnostics(uri) == []
+    # Unsaved: two lines added above, and eps made a goal.
+    edited = "# added\n# lines\nlet eps = Box\n"
+    await editor.change(lib_uri, edited)
+    await editor.wait_until(uri, lambda found: [d.code for d in found] == ["E107"])
+    (location,) = await definition_at(editor, uri, text, "lib.eps", 4)
+    assert location.uri == library.as_uri()
+    assert location.range == editor.range(edited, edited.index("eps"), edited.index("eps") + 3)
+    editor.close(lib_uri)
+    editor.close(uri)
