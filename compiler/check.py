@@ -13,7 +13,7 @@ from daic.dsl.source import LineIndex
 
 from .network import Network, analyze_net
 from .program import Module, Program
-from .sources import Source, read
+from .sources import Source, read_for_check
 
 
 @dataclass(frozen=True)
@@ -79,4 +79,4 @@ def _sorted(source: Source, diagnostics) -> tuple[D.Diagnostic, ...]:
 
 
 def check_path(path: str, program: Program | None = None) -> FileReport:
-    return check_source(read(path), program)
+    return check_source(read_for_check(path), program)

@@ -92,3 +92,14 @@ def read(path: str) -> Source:
     except OSError as exc:
         raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     return decode(data, path, language)
+
+
+def read_for_check(path: str) -> Source:
+    """`read`, but a file that cannot be read is one diagnostic, so that checking a folder goes on."""
+    try:
+        return read(path)
+    except UsageError as exc:
+        reason = str(exc).split(": cannot read: ", 1)[-1]
+        span = LineIndex("").span(0, 0)
+        problem = D.Diagnostic(D.UNREADABLE, D.Severity.ERROR, f"cannot read: {reason}", span, path=path)
+        return Source(path, language_of(path) or "dai", "", problem)

@@ -61,3 +61,4 @@ NUMBER_OUT_OF_RANGE = Code("E010", "a number literal that is not a finite float"
 POSITIONAL_AFTER_KEYWORD = Code("E011", "a positional argument after a keyword argument")
 UNTERMINATED_STRING = Code("E012", "a string literal without its closing quote")
 UNKNOWN_ESCAPE = Code("E013", 'a backslash in a string that starts no escape (\\n, \\t, \\\\, \\")')
+UNREADABLE = Code("E014", "a file that cannot be read (permissions, or it went away)")

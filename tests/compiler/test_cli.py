@@ -168,3 +168,21 @@ def test_run_failures_before_and_outside_training_are_messages(tmp_path, monkeyp
     result = CliRunner().invoke(main, ["run", str(scheme), "--out", str(tmp_path / "r")])
     assert result.exit_code == code
     assert message in result.stderr and "Traceback" not in result.output
+
+
+def test_check_goes_on_past_a_file_it_cannot_read(tmp_path, monkeypatch):
+    (tmp_path / "bad.dai").write_text("let x = Mixx\n")
+    (tmp_path / "locked.dai").write_text("let y = 1\n")
+    read_bytes = Path.read_bytes
+
+    def guarded(self):
+        if self.name == "locked.dai":
+            raise PermissionError(13, "Permission denied")
+        return read_bytes(self)
+
+    monkeypatch.setattr(Path, "read_bytes", guarded)
+    result = CliRunner().invoke(main, ["check", str(tmp_path), "--format", "json"])
+    assert result.exit_code == 1
+    found = {(Path(d["path"]).name, d["code"], d["message"]) for d in json.loads(result.stdout)}
+    assert ("locked.dai", "E014", "cannot read: Permission denied") in found
+    assert any(name == "bad.dai" and code == "E101" for name, code, _ in found)
