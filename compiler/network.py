@@ -182,27 +182,19 @@ class _Analyzer:
         annotated = node.built.args.get("input_shape")
         if not isinstance(annotated, tuple) or not all(isinstance(v, int) for v in annotated):
             return shape
+        param = node.layer.param("input_shape")
+        where = param.value.span if param else node.layer.span
         if len(annotated) not in (1, 3):
-            param = node.layer.param("input_shape")
-            self.sink.append(
-                error(
-                    C.ANNOTATION,
-                    f"input_shape has {len(annotated)} values; it is [height, width, channels] or [features]",
-                    param.value.span if param else node.layer.span,
-                )
+            message = (
+                f"input_shape has {len(annotated)} values; it is [height, width, channels] or [features]"
             )
+            self.sink.append(error(C.ANNOTATION, message, where))
             return shape
         declared = (annotated[2], annotated[0], annotated[1]) if len(annotated) == 3 else tuple(annotated)
         if shape is not None and declared != shape and math.prod(declared) != 0:
-            param = node.layer.param("input_shape")
-            self.sink.append(
-                error(
-                    C.ANNOTATION,
-                    f"input_shape {hwc(declared)} disagrees with the inferred shape {hwc(shape)}",
-                    param.value.span if param else node.layer.span,
-                    hint=f"the layers before produce {hwc(shape)} ([height, width, channels])",
-                )
-            )
+            message = f"input_shape {hwc(declared)} disagrees with the inferred shape {hwc(shape)}"
+            hint = f"the layers before produce {hwc(shape)} ([height, width, channels])"
+            self.sink.append(error(C.ANNOTATION, message, where, hint=hint))
             return shape
         return declared if shape is None else shape
 

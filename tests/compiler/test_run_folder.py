@@ -25,17 +25,9 @@ def scheme(tmp_path):
 
 
 def run(scheme, out, *, epochs=1, resume=False, display=None, net=None):
+    options = {"data_root": None, "download": False, "device": "cpu"}
     plan = plan_run(str(scheme), None, net)
-    return execute(
-        plan,
-        out,
-        epochs=epochs,
-        data_root=None,
-        download=False,
-        device="cpu",
-        resume=resume,
-        display=display or Quiet(),
-    )
+    return execute(plan, out, epochs=epochs, resume=resume, display=display or Quiet(), **options)
 
 
 def test_files_that_are_not_the_runs_are_never_overwritten(scheme, tmp_path):
