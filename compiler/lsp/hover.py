@@ -28,6 +28,8 @@ _SUBSCRIPT = re.compile(r"([A-Za-z]\w*?)_(\d+)")
 
 def hover(analysis: Analysis, offset: int, markup: T.MarkupKind) -> T.Hover | None:
     text = analysis.text
+    if context(text, offset, analysis.document.language).where in ("comment", "string"):
+        return None  # a word there is prose or a path, not the let or constructor it may spell
     start, end = word_at(text, offset)
     if analysis.document.language == "net":
         doc, span = _net_hover(analysis, offset, start, end)

@@ -85,6 +85,21 @@ async def test_let_shows_type_and_value(editor, tmp_path):
     editor.close(uri)
 
 
+async def test_words_in_comments_and_strings_have_no_hover(editor, tmp_path):
+    text = 'let eps = 0.1  # see eps and Mix here\nlet q = "eps Box"\n'
+    uri = await editor.open(tmp_path / "prose.dai", text)
+    assert await hover_at(editor, uri, text, "see eps", 5) is None
+    assert await hover_at(editor, uri, text, "Mix here") is None
+    assert await hover_at(editor, uri, text, '"eps', 2) is None
+    assert "let eps: Float" in (await hover_at(editor, uri, text, "eps =")).contents.value
+    editor.close(uri)
+    net = "Linear out=10 input_shape=[4]  # Conv2D would need an image\n"
+    uri = await editor.open(tmp_path / "prose.net", net)
+    assert await hover_at(editor, uri, net, "Conv2D would") is None
+    assert "Linear" in (await hover_at(editor, uri, net, "Linear")).contents.value
+    editor.close(uri)
+
+
 async def test_field_and_keyword_show_parameter_docs(editor):
     text = QUICKSTART.read_text()
     uri = await editor.open(QUICKSTART, text)
