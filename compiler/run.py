@@ -11,6 +11,7 @@ and random streams (each epoch's randomness is seeded by the epoch, so a resumed
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 import time
@@ -20,6 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+from daic.dsl import ast as A
 from daic.dsl.diagnostics import Diagnostic
 from daic.dsl.format import format_tree
 from daic.dsl.parser import parse_net
@@ -146,7 +148,7 @@ class RunFolder:
                 exit_code=2,
             )
         copies = {
-            Path(plan.scheme_path).name: format_tree(plan.module.tree),
+            Path(plan.scheme_path).name: _scheme_copy(plan, self.path),
             Path(plan.net_path).name: format_tree(parse_net(plan.net_text).tree),
         }
         if not self.started:
@@ -189,6 +191,37 @@ class RunFolder:
 
 
 SUMMARY_FILES = ("summary.json", "summary.txt", "metrics.png")
+
+
+def _scheme_copy(plan: Plan, folder: Path) -> str:
+    """The scheme file, formatted, for the run folder. The run's scheme names the network copied beside it
+    (the path written in it, relative to its own folder or replaced by --net, would not lead there); the
+    other schemes' `net` paths are rewritten relative to the folder, so that the copy checks as it is."""
+    run_node = plan.scheme.node
+    here = Path(plan.scheme_path).parent
+
+    def with_net(node: A.Scheme) -> A.Scheme:
+        own = node.get_field("net")
+        if node is run_node:
+            net = Path(plan.net_path).name
+        elif own is not None and isinstance(own.value, A.String) and (here / own.value.value).is_file():
+            net = os.path.relpath((here / own.value.value).resolve(), folder.resolve())
+        else:
+            return node  # a shipped stdlib/ network, or one that is not there: as written
+        if own is not None:
+            value = A.String(net, span=own.value.span)
+            return replace(
+                node, fields=tuple(replace(f, value=value) if f is own else f for f in node.fields)
+            )
+        # Inherited from a base: set here, on the scheme's own line.
+        written = A.Field(
+            "net", A.String(net, span=node.name_span), span=node.name_span, name_span=node.name_span
+        )
+        return replace(node, fields=(written, *node.fields))
+
+    tree = plan.module.tree
+    statements = tuple(with_net(s) if isinstance(s, A.Scheme) else s for s in tree.statements)
+    return format_tree(replace(tree, statements=statements))
 
 
 def _row(line: str) -> dict | None:
