@@ -18,6 +18,8 @@ from typing import Any, TypeVar
 
 from lsprotocol import types as T
 from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol
+from pygls.protocol.language_server import lsp_method
 from pygls.uris import to_fs_path, uri_scheme
 
 from daic import __version__
@@ -36,12 +38,25 @@ DEBOUNCE_S = 0.15
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+class _Protocol(LanguageServerProtocol):
+    @lsp_method(T.TEXT_DOCUMENT_DID_CHANGE)
+    def lsp_text_document__did_change(self, params: T.DidChangeTextDocumentParams):
+        # pygls applies a change to a document it does not hold with a KeyError, which the editor shows the
+        # user as a server error; a client that sends one (after a close, say) loses nothing if it is ignored.
+        if params.text_document.uri not in self.workspace.text_documents:
+            logger.warning("ignored a change to %s, which is not open", params.text_document.uri)
+            return
+        yield from super().lsp_text_document__did_change(params)
+
+
 class DaicLanguageServer(LanguageServer):
     def __init__(self) -> None:
         # Full synchronisation: the client sends the whole text on each change. A 350-line file is some
         # 12 KB, nothing over a pipe, and the text then never depends on applying ranges, which pygls does
         # on lines split by str.splitlines (form feeds and U+2028 end lines there, not in the protocol).
-        super().__init__("daic", __version__, text_document_sync_kind=T.TextDocumentSyncKind.Full)
+        super().__init__(
+            "daic", __version__, text_document_sync_kind=T.TextDocumentSyncKind.Full, protocol_cls=_Protocol
+        )
         self.analyses = Analyses()
         self.pending: dict[str, asyncio.TimerHandle] = {}
 

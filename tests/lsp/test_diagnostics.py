@@ -149,3 +149,19 @@ async def test_saving_the_network_of_an_imported_scheme_rechecks_its_importers(e
     net.write_text(good.replace("Linear out=10", "Linear out=7"))
     assert await saved(editor, net, uri) == broken
     editor.close(uri)
+
+
+async def test_a_change_to_a_document_that_is_not_open_is_ignored(editor, tmp_path):
+    stray = (tmp_path / "never_opened.dai").as_uri()
+    before = len(editor.client.messages)
+    editor.client.text_document_did_change(
+        T.DidChangeTextDocumentParams(
+            T.VersionedTextDocumentIdentifier(uri=stray, version=2),
+            [T.TextDocumentContentChangeWholeDocument(text="let x = 1\n")],
+        )
+    )
+    # The server goes on answering, and shows the user no error.
+    uri = await editor.open(tmp_path / "after.dai", BROKEN)
+    assert [d.code for d in await editor.diagnostics(uri)]
+    assert editor.client.messages[before:] == []
+    editor.close(uri)
