@@ -196,16 +196,27 @@ SUMMARY_FILES = ("summary.json", "summary.txt", "metrics.png")
 def _scheme_copy(plan: Plan, folder: Path) -> str:
     """The scheme file, formatted, for the run folder. The run's scheme names the network copied beside it
     (the path written in it, relative to its own folder or replaced by --net, would not lead there); the
-    other schemes' `net` paths are rewritten relative to the folder, so that the copy checks as it is."""
+    other schemes' `net` paths and the imported files are rewritten relative to the folder, so that the
+    copy checks as it is."""
     run_node = plan.scheme.node
     here = Path(plan.scheme_path).parent
 
+    def from_folder(written: str) -> str | None:
+        """`written` (relative to the scheme's folder) relative to the run folder, if it names a file."""
+        target = here / written
+        return os.path.relpath(target.resolve(), folder.resolve()) if target.is_file() else None
+
+    def with_path(node: A.Import) -> A.Import:
+        moved = from_folder(node.target.value) if isinstance(node.target, A.String) else None
+        return replace(node, target=A.String(moved, span=node.target.span)) if moved else node
+
     def with_net(node: A.Scheme) -> A.Scheme:
         own = node.get_field("net")
+        written = own.value.value if own is not None and isinstance(own.value, A.String) else None
         if node is run_node:
             net = Path(plan.net_path).name
-        elif own is not None and isinstance(own.value, A.String) and (here / own.value.value).is_file():
-            net = os.path.relpath((here / own.value.value).resolve(), folder.resolve())
+        elif written is not None and (moved := from_folder(written)) is not None:
+            net = moved
         else:
             return node  # a shipped stdlib/ network, or one that is not there: as written
         if own is not None:
@@ -214,13 +225,16 @@ def _scheme_copy(plan: Plan, folder: Path) -> str:
                 node, fields=tuple(replace(f, value=value) if f is own else f for f in node.fields)
             )
         # Inherited from a base: set here, on the scheme's own line.
-        written = A.Field(
+        field = A.Field(
             "net", A.String(net, span=node.name_span), span=node.name_span, name_span=node.name_span
         )
-        return replace(node, fields=(written, *node.fields))
+        return replace(node, fields=(field, *node.fields))
 
     tree = plan.module.tree
-    statements = tuple(with_net(s) if isinstance(s, A.Scheme) else s for s in tree.statements)
+    statements = tuple(
+        with_net(s) if isinstance(s, A.Scheme) else with_path(s) if isinstance(s, A.Import) else s
+        for s in tree.statements
+    )
     return format_tree(replace(tree, statements=statements))
 
 

@@ -119,13 +119,17 @@ def test_the_copied_sources_check_as_they_are_in_the_run_folder(tmp_path):
 
     (tmp_path / "nets").mkdir()
     (tmp_path / "nets" / "small.net").write_text(NET.read_text())
+    (tmp_path / "lib.dai").write_text("let epochs = 2\n")
     scheme = tmp_path / "two.dai"
     body = DIGITS_SCHEME % "nets/small.net"
-    scheme.write_text(body + "scheme Other extends Tiny {\n    epochs = 2\n}\n")
+    scheme.write_text(
+        'import "lib.dai" as lib\n' + body + "scheme Other extends Tiny {\n    epochs = lib.epochs\n}\n"
+    )
     out = tmp_path / "runs" / "other"
     plan = plan_run(str(scheme), "Other", str(STDLIB / "nets" / "digits_conv.net"))
     execute(plan, out, epochs=1, data_root=None, download=False, device="cpu", resume=False, display=Quiet())
     copy = (out / "two.dai").read_text()
     assert 'net = "../../nets/small.net"' in copy  # Tiny's own network, from the folder
+    assert copy.startswith('import "../../lib.dai" as lib\n')
     assert 'scheme Other extends Tiny {\n    net = "digits_conv.net"\n' in copy  # the run's, copied beside it
     assert check_path(str(out / "two.dai")).diagnostics == ()
