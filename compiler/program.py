@@ -73,8 +73,8 @@ class Program:
         self.modules: dict[str, Module] = {}
         self.loading: list[str] = []
         self.cycles: list[list[str]] = []  # import cycles found, each as the chain of paths
-        # Every file the checks read or looked for (modules and networks), so that a cache of the
-        # modules knows which changes on disk make it stale.
+        # Every file the checks read or looked for (modules and networks, through `load` and `exists`), so
+        # that a cache of the modules knows which changes make it stale.
         self.consulted: set[str] = set()
 
     def check_text(self, text: str, path: str | None) -> Module:
@@ -106,7 +106,10 @@ class Program:
         return self.check_text(text, str(path))
 
     def exists(self, path: Path) -> bool:
-        return path.is_file() or str(path.resolve()) in self.overlay
+        """Whether `path` is a file or an open buffer (either way, a file the check depends on now)."""
+        key = str(path.resolve())
+        self.consulted.add(key)
+        return key in self.overlay or path.is_file()
 
     def read(self, path: Path) -> str:
         """The file's text, or the buffer that stands in for it."""
@@ -367,10 +370,8 @@ class _ModuleChecker:
         if not self.program.check_nets:
             return
         path = (info.net_dir or self.base_dir) / net
-        self.program.consulted.add(str(path.resolve()))
         if not self.program.exists(path) and net.startswith(STDLIB + "/"):
             path = Path(str(resources.files("daic.stdlib").joinpath(*net.split("/")[1:])))
-            self.program.consulted.add(str(path.resolve()))
         if not self.program.exists(path):
             if not report_missing:
                 return

@@ -400,12 +400,7 @@ def _resumable(path: Path, plan: Plan, scheme) -> dict:
             "one with another --out",
             exit_code=2,
         ) from None
-    expected = {
-        "scheme": plan.scheme.node.name,
-        "dataset": plan.scheme.built.args["data"].decl.name,
-        "seed": scheme.seed,
-        "optimizer_type": type_name(scheme.optimizer),
-    }
+    expected = _identity(plan, scheme)
     differ = [
         f"{k} {state[k]!r} there, {v!r} here" for k, v in expected.items() if k in state and state[k] != v
     ]
@@ -428,8 +423,14 @@ def _restore(trainer, state: dict, path: Path, plan: Plan) -> None:
         ) from None
 
 
-def type_name(value: object) -> str:
-    return type(value).__name__
+def _identity(plan: Plan, scheme) -> dict:
+    """What a checkpoint records of the run it belongs to, and what resuming compares."""
+    return {
+        "scheme": plan.scheme.node.name,
+        "dataset": plan.scheme.built.args["data"].decl.name,
+        "seed": scheme.seed,
+        "optimizer_type": type(scheme.optimizer).__name__,
+    }
 
 
 def _save_epoch(folder: RunFolder, row: dict, trainer, plan: Plan, scheme) -> None:
@@ -440,11 +441,8 @@ def _save_epoch(folder: RunFolder, row: dict, trainer, plan: Plan, scheme) -> No
 
     state = {
         **trainer.state_dict(),
+        **_identity(plan, scheme),
         "epoch": row["epoch"],
-        "scheme": plan.scheme.node.name,
-        "seed": scheme.seed,
-        "dataset": plan.scheme.built.args["data"].decl.name,
-        "optimizer_type": type_name(scheme.optimizer),
         "epsilon": trainer.epsilon(row["epoch"]),
         "relu": scheme.relu,
     }

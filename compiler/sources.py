@@ -86,20 +86,22 @@ def decode(data: bytes, path: str, language: str) -> Source:
 
 
 def read(path: str) -> Source:
-    language = language_of(path) or "dai"
     try:
-        data = Path(path).read_bytes()
+        return _read(path)
     except OSError as exc:
         raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from exc
-    return decode(data, path, language)
 
 
 def read_for_check(path: str) -> Source:
     """`read`, but a file that cannot be read is one diagnostic, so that checking a folder goes on."""
     try:
-        return read(path)
-    except UsageError as exc:
-        reason = str(exc).split(": cannot read: ", 1)[-1]
+        return _read(path)
+    except OSError as exc:
         span = LineIndex("").span(0, 0)
-        problem = D.Diagnostic(D.UNREADABLE, D.Severity.ERROR, f"cannot read: {reason}", span, path=path)
+        message = f"cannot read: {exc.strerror or exc}"
+        problem = D.Diagnostic(D.UNREADABLE, D.Severity.ERROR, message, span, path=path)
         return Source(path, language_of(path) or "dai", "", problem)
+
+
+def _read(path: str) -> Source:
+    return decode(Path(path).read_bytes(), path, language_of(path) or "dai")

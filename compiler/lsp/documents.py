@@ -109,7 +109,8 @@ def check_document(
         return check_source(source), _ImportCache()
     own = str(Path(document.path).resolve())
     program = Program(overlay=overlay)
-    if cache is not None and cache.valid(overlay):
+    reused = cache is not None and cache.valid(overlay)
+    if reused:
         program.modules.update({k: m for k, m in cache.modules.items() if k != own})
     report = check_source(source, program)
     if program.cycles:
@@ -117,7 +118,10 @@ def check_document(
         return report, _ImportCache()
     modules = {k: m for k, m in program.modules.items() if k != own}
     # The networks the imported schemes name count too: a fixed .net changes what its importers report.
-    return report, _ImportCache(modules, {k: _stamp(k, overlay) for k in program.consulted - {own}})
+    # A reused module is not checked again, so the files it read come from the cache it came from.
+    stamps = dict(cache.stamps) if reused else {}
+    stamps.update({k: _stamp(k, overlay) for k in program.consulted - {own}})
+    return report, _ImportCache(modules, stamps)
 
 
 class Analyses:

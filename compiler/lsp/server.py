@@ -59,6 +59,8 @@ class DaicLanguageServer(LanguageServer):
         )
         self.analyses = Analyses()
         self.pending: dict[str, asyncio.TimerHandle] = {}
+        # What each document's last diagnostics came from: its analysis, and the version they were for.
+        self.published: dict[str, tuple[Analysis, int | None]] = {}
 
     # --- documents ------------------------------------------------------------------------------------
 
@@ -91,6 +93,10 @@ class DaicLanguageServer(LanguageServer):
                 return
             analysis = self.analysis(uri)
             version = self.workspace.get_text_document(uri).version
+            last = self.published.get(uri)
+            if last is not None and last[0] is analysis and last[1] == version:
+                return  # re-checked after another document's edit, and nothing changed for this one
+            self.published[uri] = (analysis, version)
             self.text_document_publish_diagnostics(
                 T.PublishDiagnosticsParams(uri=uri, diagnostics=lsp_diagnostics(analysis), version=version)
             )
@@ -177,6 +183,7 @@ def create_server() -> DaicLanguageServer:
         if pending is not None:
             pending.cancel()
         ls.analyses.forget(uri)
+        ls.published.pop(uri, None)
         ls.text_document_publish_diagnostics(T.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
 
     @server.feature(T.TEXT_DOCUMENT_HOVER)

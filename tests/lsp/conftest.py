@@ -100,10 +100,10 @@ class Editor:
             )
         )
 
-    async def change(self, uri: str, text: str) -> None:
+    async def change(self, uri: str, text: str) -> list[T.Diagnostic]:
         """Send the new text and wait for its diagnostics."""
         self.send(uri, text)
-        await self.diagnostics(uri)
+        return await self.diagnostics(uri)
 
     def close(self, uri: str) -> None:
         # The diagnostics that clear a closed document come without a version.

@@ -141,9 +141,12 @@ async def test_saving_the_network_of_an_imported_scheme_rechecks_its_importers(e
     net.write_text(good.replace("Linear out=10", "Linear out=7"))
     fields = 'net = "n.net" data = Digits goal = Box epochs = 1 epsilon = 0.1'
     (tmp_path / "lib.dai").write_text(f"scheme Base {{ {fields} }}\n")
-    uri = await editor.open(tmp_path / "main.dai", 'import "lib.dai" as lib\nscheme M extends lib.Base {}\n')
+    text = 'import "lib.dai" as lib\nscheme M extends lib.Base {}\n'
+    uri = await editor.open(tmp_path / "main.dai", text)
     broken = [d.code for d in await editor.diagnostics(uri)]
     assert broken == ["E110"]  # `lib.dai` has errors
+    # A keystroke first: that check reuses lib.dai's module, and must still watch lib.dai's network.
+    assert [d.code for d in await editor.change(uri, text + "\n")] == broken
     net.write_text(good)
     assert await saved(editor, net, uri) == []
     net.write_text(good.replace("Linear out=10", "Linear out=7"))

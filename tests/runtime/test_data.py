@@ -212,3 +212,17 @@ def test_augmentations_and_batches():
     assert all(torch.equal(flipped[i], x[i]) or torch.equal(flipped[i], x[i].flip(2)) for i in range(16))
     seen = torch.cat([yb for _, yb in batches(x, torch.arange(16), 5, torch.Generator().manual_seed(1))])
     assert sorted(seen.tolist()) == list(range(16)) and seen.tolist() != list(range(16))
+
+
+def test_each_data_set_states_the_registrys_facts():
+    """The runtime's loaders check files against their own image shape and class count (the runtime does
+    not read the compiler's registry): both tables must agree."""
+    import importlib
+
+    from daic.compiler.constructors import REGISTRY
+
+    for decl in REGISTRY.of_category("dataset"):
+        module, _, name = decl.target.partition(":")
+        cls = getattr(importlib.import_module(module), name)
+        assert cls.classes == decl.facts["classes"], decl.name
+        assert getattr(cls, "image", decl.facts["shape"]) == decl.facts["shape"], decl.name
