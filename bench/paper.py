@@ -21,9 +21,10 @@ from torch import nn
 
 from daic.compiler import run as run_plan
 from daic.runtime.data import TensorData
-from daic.runtime.evaluate import HBoxDomain, Verify
+from daic.runtime.evaluate import Verify
 from daic.runtime.scheme import Scheme
 from daic.runtime.trainer import Trainer
+from daic.runtime.verification import HBoxDomain
 
 CIFAR10_EPOCH, CIFAR10_TEST = 50_000, 10_000
 TEST_SET_SECONDS = 600

@@ -24,8 +24,9 @@ from daic.compiler.lower import lower_network
 from daic.compiler.network import analyze_net
 from daic.dsl.parser import parse_net
 from daic.runtime import AbstractContext, Box, HybridZonotope, ibp_init_
-from daic.runtime.evaluate import HBoxDomain, Verify, evaluate
+from daic.runtime.evaluate import Verify, evaluate
 from daic.runtime.losses import worst_case_loss
+from daic.runtime.verification import HBoxDomain
 
 Step = Callable[[], None]
 

@@ -422,10 +422,10 @@ def _exit_status(failed: ChildFailedError) -> int:
     "--domain",
     "domains",
     multiple=True,
-    type=click.Choice(["box", "hbox"]),
-    default=("box", "hbox"),
+    default=("Box", "HBox"),
     show_default=True,
-    help="Verification domains (repeat for several).",
+    help="A verification domain, as in a scheme's Verify(...): Box, HBox, CROWN, AlphaCROWN(steps=50), "
+    "... (`daic doc CROWN`); repeat for several.",
 )
 @click.option("--attack/--no-attack", default=True, show_default=True, help="Also measure MI-FGSM accuracy.")
 @click.option("--dataset", help="The data set (default: the one the checkpoint was trained on).")
@@ -450,10 +450,18 @@ def verify(
     from rich.table import Table
 
     from daic.runtime.data import DataError
-    from daic.runtime.evaluate import MIFGSM, Accuracy, BoxDomain, HBoxDomain, Verify, evaluate
+    from daic.runtime.evaluate import MIFGSM, Accuracy, Verify, evaluate
 
+    from .expressions import ExpressionError, check_expression
+    from .lower import lower_value
     from .run import RunError
+    from .types import DOMAIN
     from .weights import load_trained
+
+    try:
+        chosen = [lower_value(check_expression(d, DOMAIN)) for d in dict.fromkeys(domains)]
+    except ExpressionError as exc:
+        _fail_usage(f"--domain: {exc}")
 
     try:
         model, state, data_decl, _network = load_trained(net, weights, dataset)
@@ -468,7 +476,7 @@ def verify(
     except DataError as exc:
         _fail(str(exc))
     tests = [Accuracy()] + ([MIFGSM()] if attack else [])
-    tests += [Verify(BoxDomain() if d == "box" else HBoxDomain()) for d in dict.fromkeys(domains)]
+    tests += [Verify(domain) for domain in chosen]
     x, y = (data.test_x[:limit], data.test_y[:limit]) if limit else (data.test_x, data.test_y)
     model.to(_device(device))
     results = evaluate(model, tests, x, y, epsilon, data.value_range, relu=state.get("relu", "hybrid"))

@@ -1,7 +1,8 @@
 """Training goals (Table 2, Section 4.2): each is an abstraction function and a loss.
 
 A goal turns the input box [l, u] of a batch into weighted *parts*: a point (trained with cross-entropy on
-the network's output) or a hybrid zonotope (trained with cross-entropy on the worst-case logits). `Mix` is
+the network's output) or an abstract element (a hybrid zonotope, or the linear relaxation of `CROWNIBP`;
+trained with cross-entropy on the worst-case logits). `Mix` is
 the Cartesian product, so each of its parts is propagated once; `Sub`, `Sample` and `BiSample` change the
 box before handing it to the goal they wrap. Every float parameter may be a schedule of the training time.
 """
@@ -15,10 +16,11 @@ from torch import Tensor, nn
 
 from .attacks import ifgsm
 from .data import to_device
-from .domains import HybridZonotope
+from .domains import Element as AbstractElement
+from .domains import HybridZonotope, Symbolic
 from .schedules import ScheduleLike, as_schedule
 
-Element = Tensor | HybridZonotope
+Element = Tensor | AbstractElement
 
 
 @dataclass
@@ -104,6 +106,21 @@ class Box(Goal):
         return HybridZonotope.from_bounds(lower, upper)
 
 
+class CROWNIBP(Goal):
+    """The box as the input of a linear relaxation: interval bounds through every layer, then the margins
+    back-substituted through CROWN's relaxations built from them; the loss mixes the two margin lower
+    bounds, ``beta * CROWN-IBP + (1 - beta) * IBP`` (Zhang et al., ICLR 2020)."""
+
+    def __init__(self, beta: ScheduleLike = 1.0) -> None:
+        self.beta = as_schedule(beta)
+
+    def alpha(self, lower, upper, env):
+        return Symbolic.input(lower, upper, crown_weight=self.beta(env.t))
+
+    def __repr__(self) -> str:
+        return f"CROWNIBP({self.beta!r})"
+
+
 class Mix(Goal):
     """Both goals' abstractions; loss (1 - weight) * loss_g1 + weight * loss_g2."""
 
@@ -146,11 +163,11 @@ class Sub(Goal):
 
 
 def _centre(element: Element) -> Tensor:
-    return element.head if isinstance(element, HybridZonotope) else element
+    return element if isinstance(element, Tensor) else element.centre()
 
 
 def _upper(element: Element) -> Tensor:
-    return element.upper() if isinstance(element, HybridZonotope) else element
+    return element if isinstance(element, Tensor) else element.bounds()[1]
 
 
 class Sample(Goal):

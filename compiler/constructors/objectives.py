@@ -33,6 +33,15 @@ DECLARATIONS = [
         "concretization with cross-entropy (Table 2; IBP's loss).",
     ),
     _goal(
+        "CROWNIBP",
+        "CROWN-IBP (Zhang et al., ICLR 2020): interval bounds for every layer, then the margins y_t - y_j "
+        "back-substituted once through CROWN's linear relaxations; trains with cross-entropy on the "
+        "worst-case logits of the margin lower bound beta * CROWN-IBP + (1 - beta) * IBP (both with the "
+        "specification folded into the last layer). The paper anneals beta from 1 to 0 while epsilon "
+        "grows: CROWNIBP(Lin(1, 0, 60, 10)). Gradients flow through both bounds.",
+        Param("beta", SCHEDULE, 1, "The weight of the CROWN-IBP bound.", low=0, high=1),
+    ),
+    _goal(
         "Mix",
         "The Cartesian product of two goals' abstractions, each propagated once; the loss is "
         "(1 - weight) * loss_g1 + weight * loss_g2 (Table 2).",

@@ -4,10 +4,21 @@ and the verification domains."""
 from __future__ import annotations
 
 from ..registry import Constructor, Param
-from ..types import BOOL, DOMAIN, FLOAT, INT, LR_SCHEDULE, OPTIMIZER, TEST, ListOf
+from ..types import BOOL, DOMAIN, FLOAT, INT, LR_SCHEDULE, OPTIMIZER, STR, TEST, ListOf
 
 RT = "daic.runtime.optim:"
 RT_EVAL = "daic.runtime.evaluate:"
+RT_VERIFY = "daic.runtime.verification:"
+
+_INTERMEDIATE = Param(
+    "intermediate",
+    STR,
+    "crown",
+    'Where the ReLUs\' input bounds come from: "crown" (back-substitution of every such layer, full '
+    'CROWN), "box" (intervals: CROWN-IBP), "hbox" (the exact-input hybrid zonotope) or "best" (the '
+    "elementwise best of the three).",
+    choices=("crown", "box", "hbox", "best"),
+)
 
 DECLARATIONS = [
     Constructor(
@@ -83,7 +94,13 @@ DECLARATIONS = [
         RT_EVAL + "Verify",
     ),
     Constructor(
-        "Box", "domain", DOMAIN, (), "Intervals (interval bound propagation).", RT_EVAL + "BoxDomain"
+        "Box",
+        "domain",
+        DOMAIN,
+        (),
+        "Intervals (interval bound propagation), with the margins y_t - y_j folded into the layers after "
+        "the last ReLU, as IBP is reported. The cheapest domain.",
+        RT_VERIFY + "BoxDomain",
     ),
     Constructor(
         "HBox",
@@ -91,7 +108,33 @@ DECLARATIONS = [
         DOMAIN,
         (),
         "The hybrid zonotope with one correlated term per input dimension, only_train layers skipped, as the "
-        "reference implementation verified (Section 5).",
-        RT_EVAL + "HBoxDomain",
+        "reference implementation verified (Section 5); the margins folded into the last layers.",
+        RT_VERIFY + "HBoxDomain",
+    ),
+    Constructor(
+        "CROWN",
+        "domain",
+        DOMAIN,
+        (_INTERMEDIATE,),
+        "Linear relaxations back-substituted to the input (CROWN, Zhang et al. 2018; DeepPoly is the same): "
+        "each ReLU lies between two lines chosen from its input's bounds, and the margins y_t - y_j are "
+        "moved back through every layer to the input box. Tighter than Box and usually than HBox on "
+        "networks trained with linear relaxations; costs a backward pass per ReLU layer with full "
+        'intermediate bounds ("crown"), one with "box".',
+        RT_VERIFY + "CROWNDomain",
+    ),
+    Constructor(
+        "AlphaCROWN",
+        "domain",
+        DOMAIN,
+        (
+            Param("steps", INT, 20, "Adam iterations on the slopes.", low=0),
+            Param("lr", FLOAT, 0.5, "Adam's learning rate (decayed by 0.98 a step).", low=0, low_open=True),
+            _INTERMEDIATE,
+        ),
+        "CROWN whose ReLU lower slopes, one per image, margin and unstable neuron, are optimised by Adam "
+        "from CROWN's choice (alpha-CROWN, Xu et al. 2021), intermediate bounds fixed. Every slope in "
+        "[0, 1] is sound; the best bound seen is kept, so it is never looser than CROWN.",
+        RT_VERIFY + "AlphaCROWNDomain",
     ),
 ]

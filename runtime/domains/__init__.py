@@ -1,4 +1,5 @@
-"""Abstract domains: a concrete point is a plain tensor; `Box`; `HybridZonotope` (paper Section 2)."""
+"""Abstract domains: a concrete point is a plain tensor; `Box`; `HybridZonotope` (paper Section 2);
+`Symbolic`, the linear relaxations back-substituted by CROWN. Each abstract value is an `Element`."""
 
 from __future__ import annotations
 
@@ -6,11 +7,13 @@ import torch
 from torch import Tensor
 
 from .box import Box
+from .element import Element
+from .symbolic import Symbolic
 from .term_ids import DEAD, dropping_dead_terms, drops_dead_terms, fresh_ids
 from .zonotope import HybridZonotope
 
-Value = Tensor | Box | HybridZonotope
-"""What flows through a network: a batch of points, a batch of boxes or a batch of hybrid zonotopes."""
+Value = Tensor | Element
+"""What flows through a network: a batch of points, or a batch of one domain's elements."""
 
 
 def lower_upper(value: Value) -> tuple[Tensor, Tensor]:
@@ -22,9 +25,7 @@ def lower_upper(value: Value) -> tuple[Tensor, Tensor]:
 
 def add_values(a: Value, b: Value) -> Value:
     """The sum of two branches' values (a residual connection), terms aligned by identity."""
-    if isinstance(a, Tensor) and isinstance(b, Tensor):
-        return a + b
-    if isinstance(a, Box) and isinstance(b, Box):
+    if type(a) is type(b) or (isinstance(a, Tensor) and isinstance(b, Tensor)):
         return a + b
     return as_zonotope(a) + as_zonotope(b)
 
@@ -33,8 +34,8 @@ def cat_values(values: list[Value], dim: int = 1) -> Value:
     """Concatenation of branches' values along feature dimension ``dim`` (1 = channels in NCHW)."""
     if all(isinstance(v, Tensor) for v in values):
         return torch.cat(values, dim)  # type: ignore[arg-type]
-    if all(isinstance(v, Box) for v in values):
-        return Box.cat(values, dim)  # type: ignore[arg-type]
+    if all(type(v) is type(values[0]) for v in values):
+        return type(values[0]).cat(values, dim)  # type: ignore[union-attr]
     return HybridZonotope.cat([as_zonotope(v) for v in values], dim)
 
 
@@ -51,7 +52,9 @@ def as_zonotope(value: Value) -> HybridZonotope:
 __all__ = [
     "DEAD",
     "Box",
+    "Element",
     "HybridZonotope",
+    "Symbolic",
     "Value",
     "add_values",
     "as_zonotope",

@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
 
+from .element import Element, at_target
 
-class Box:
+if TYPE_CHECKING:
+    from ..context import AbstractContext
+
+
+class Box(Element):
     """The set ``{center + radius * b | b in [-1, 1]^shape}``; ``center`` and ``radius`` are ``(B, *F)``."""
 
     __slots__ = ("center", "radius")
@@ -47,6 +53,25 @@ class Box:
 
     def bounds(self) -> tuple[Tensor, Tensor]:
         return self.lower(), self.upper()
+
+    def through(self, layer: Any, ctx: AbstractContext) -> Element:
+        return layer.abstract_box(self, ctx)
+
+    def centre(self) -> Tensor:
+        return self.center
+
+    def linear_lower(self, coeffs: Tensor, bias: Tensor | None = None) -> Tensor:
+        flat = coeffs.flatten(2)
+        low = torch.bmm(flat, self.center.flatten(1).unsqueeze(2)).squeeze(2)
+        low = low - torch.bmm(flat.abs(), self.radius.flatten(1).unsqueeze(2)).squeeze(2)
+        return low if bias is None else low + bias
+
+    def margin_upper(self, target: Tensor) -> Tensor:
+        if self.center.dim() != 2:
+            raise ValueError(f"network outputs must be (batch, classes), got {tuple(self.shape)}")
+        c, r = self.center, self.radius
+        upper = c - at_target(c, target) + r + at_target(r, target)
+        return upper.scatter(1, target[:, None], 0.0)
 
     def __add__(self, other: Box) -> Box:
         if not isinstance(other, Box):

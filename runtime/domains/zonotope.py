@@ -24,17 +24,22 @@ Each sample is its own zonotope: sample ``s`` denotes
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
 
 from .box import Box
+from .element import Element, at_target
 from .fused import abs_sum_terms, split_terms, term_chunks
 from .local_terms import LocalTerms
 from .term_ids import DEAD, compact_union, drops_dead_terms, empty_ids, fresh_ids, union_layout
 
+if TYPE_CHECKING:
+    from ..context import AbstractContext
 
-class HybridZonotope:
+
+class HybridZonotope(Element):
     __slots__ = ("_dense", "_local", "_onehot", "beta", "head", "ids")
 
     def __init__(
@@ -221,6 +226,34 @@ class HybridZonotope:
 
     def to_box(self) -> Box:
         return Box(self.head, self.total_error())
+
+    def through(self, layer: Any, ctx: AbstractContext) -> Element:
+        return layer.abstract_hz(self, ctx)
+
+    def centre(self) -> Tensor:
+        return self.head
+
+    def linear_lower(self, coeffs: Tensor, bias: Tensor | None = None) -> Tensor:
+        """Exact for the zonotope: ``A head - |A| beta - sum_j |A e_j|``, the terms mapped one by one."""
+        flat = coeffs.flatten(2)
+        low = torch.bmm(flat, self.head.flatten(1).unsqueeze(2)).squeeze(2)
+        low = low - torch.bmm(flat.abs(), self.beta.flatten(1).unsqueeze(2)).squeeze(2)
+        if self.m:
+            errors = self.errors.flatten(2)  # (m, B, n)
+            low = low - torch.einsum("bsn,mbn->mbs", flat, errors).abs().sum(0)
+        return low if bias is None else low + bias
+
+    def margin_upper(self, target: Tensor) -> Tensor:
+        """Term by term: ``y_j - y_t`` keeps the correlations that CorrelateAll kept up to the logits."""
+        if self.head.dim() != 2:
+            raise ValueError(f"network outputs must be (batch, classes), got {tuple(self.shape)}")
+        head = self.head - at_target(self.head, target)
+        errors = self.errors
+        spread = (
+            (errors - at_target(errors, target)).abs().sum(0) if errors.shape[0] else torch.zeros_like(head)
+        )
+        upper = head + spread + self.beta + at_target(self.beta, target)
+        return upper.scatter(1, target[:, None], 0.0)
 
     # ----------------------------------------------------------------------------------------------
     # layer helpers

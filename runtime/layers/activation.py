@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -11,6 +13,10 @@ from .. import native
 from ..context import AbstractContext
 from ..domains import Box, HybridZonotope
 from .base import AbstractMixin
+
+if TYPE_CHECKING:
+    from ..domains.coeffs import Coeffs
+    from ..domains.symbolic import Backward, Symbolic
 
 
 class _BoxReLU(torch.autograd.Function):
@@ -120,8 +126,28 @@ def relu_deepz(x: HybridZonotope) -> HybridZonotope:
     return x.scale_terms(lam, head, beta)
 
 
+def crown_relaxation(lower: Tensor, upper: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """CROWN's linear relaxation of ``relu`` on ``[lower, upper]``: ``ls * x <= relu(x) <= us * x + ub``.
+
+    Returns ``(ls, us, ub, unstable)``. Active neurons (``l >= 0``): ``ls = us = 1``, ``ub = 0``; dead ones
+    (``u <= 0``): all 0. An unstable one (``l < 0 < u``) has the chord ``us = u / (u - l)``, ``ub = -l us``
+    above, and below the line through 0 of slope 1 where ``u > -l``, else 0 (the adaptive choice of Zhang
+    et al. 2018, the smaller area); any slope in [0, 1] is sound there (alpha-CROWN optimises it).
+    """
+    low, up = lower.clamp(max=0), upper.clamp(min=0)
+    width = (up - low).clamp(min=torch.finfo(lower.dtype).tiny)  # 0 only where l = u = 0: us = 0 is exact
+    us = up / width
+    ub = -low * us
+    unstable = (lower < 0) & (upper > 0)
+    ls = ((lower >= 0) | (unstable & (upper > -lower))).to(lower.dtype)
+    return ls, us, ub, unstable
+
+
 class ReLU(AbstractMixin, nn.Module):
-    """ReLU; on hybrid zonotopes the transformer is chosen by ``ctx.relu`` (``"hybrid"`` or ``"deepz"``)."""
+    """ReLU; on hybrid zonotopes the transformer is chosen by ``ctx.relu`` (``"hybrid"`` or ``"deepz"``);
+    in the linear relaxation it is CROWN's (`crown_relaxation`), with alpha-CROWN's slopes when given."""
+
+    relaxes_input = True
 
     def forward(self, x: Tensor) -> Tensor:
         return F.relu(x)
@@ -133,3 +159,14 @@ class ReLU(AbstractMixin, nn.Module):
         if ctx.relu == "deepz":
             return relu_deepz(x)
         return relu_hybrid(x)
+
+    def initial_slopes(self, node: Symbolic) -> Tensor:
+        """CROWN's lower slopes at this ReLU's output ``node``: where alpha-CROWN starts."""
+        return crown_relaxation(*node.parents[0].bounds())[0]
+
+    def back_symbolic(self, coeffs: Coeffs, node: Symbolic, how: Backward) -> tuple[Coeffs, Tensor]:
+        ls, us, ub, unstable = crown_relaxation(*node.parents[0].bounds())
+        alpha = how.lower_slope(node)
+        if alpha is not None:
+            ls = torch.where(unstable.unsqueeze(1), alpha, ls.unsqueeze(1))
+        return coeffs.relaxed(ls, us, ub)

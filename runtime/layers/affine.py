@@ -8,6 +8,7 @@ through ``|W|``; the ``m`` terms folded into the batch, through ``W`` without th
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
@@ -19,6 +20,10 @@ from ..context import AbstractContext
 from ..domains import Box, HybridZonotope
 from ..domains.local_terms import LocalTerms
 from .base import AbstractMixin
+
+if TYPE_CHECKING:
+    from ..domains.coeffs import Coeffs
+    from ..domains.symbolic import Backward, Symbolic
 
 AffineFn = Callable[[Tensor, bool], Tensor]
 """``fn(x, with_bias)``: the layer's affine map on a batch, with or without its constant part."""
@@ -178,6 +183,12 @@ class Normalize(AbstractMixin, nn.Module):
         std = self._per_channel(self.std, x.head).expand(x.shape).reshape(x.batch, -1)[0]
         return x.replace(head, beta, dense, onehot=(positions, values / std[positions]))
 
+    def back_symbolic(self, coeffs: Coeffs, node: Symbolic, how: Backward) -> tuple[Coeffs, Tensor]:
+        """``A (x - mean) / std = (A / std) x - A mean / std``."""
+        like = node.analysis.center.new_empty(node.shape)
+        scale = 1 / self._per_channel(self.std, like)
+        return coeffs.mul(scale), -coeffs.dot(self._per_channel(self.mean, like) * scale)
+
     def extra_repr(self) -> str:
         return f"mean={self.mean.tolist()}, std={self.std.tolist()}"
 
@@ -240,6 +251,13 @@ class Conv2D(AbstractMixin, nn.Conv2d):
         stride, padding = self.stride, self.padding
         convolved = [p.conv2d(self.weight, stride, padding, out_hw) for p in parts]  # type: ignore[arg-type]
         return x.replace(head, beta, dense, local=LocalTerms.cat(convolved) if convolved else None)
+
+    def back_symbolic(self, coeffs: Coeffs, node: Symbolic, how: Backward) -> tuple[Coeffs, Tensor | None]:
+        """The rows through the transposed convolution (the layer's own weight, no matrix); the bias
+        contributes ``sum A * b[c]``."""
+        bias = None if self.bias is None else coeffs.dot(self.bias.view(1, -1, 1, 1))
+        in_hw = tuple(node.parents[0].shape[2:])
+        return coeffs.conv_back(self.weight, self.stride, self.padding, in_hw), bias  # type: ignore[arg-type]
 
     def _windows_pay(self, local: LocalTerms, out_shape: torch.Size) -> bool:
         """Whether convolving windows (each fully: ``(Qh + kh - 1) x (Qw + kw - 1)`` outputs) costs less
@@ -342,6 +360,10 @@ class Linear(AbstractMixin, nn.Linear):
         gathered = columns.t().reshape(k, b, -1) * values.unsqueeze(-1)  # (k, B, out)
         return x.replace(head, beta, torch.cat([dense, gathered], dim=0))
 
+    def back_symbolic(self, coeffs: Coeffs, node: Symbolic, how: Backward) -> tuple[Coeffs, Tensor | None]:
+        bias = None if self.bias is None else coeffs.dot(self.bias.view(1, -1))
+        return coeffs.linear_back(self.weight, node.parents[0].shape[1:]), bias  # type: ignore[union-attr]
+
 
 class Flatten(AbstractMixin, nn.Module):
     """Flattens every dimension but the batch."""
@@ -358,3 +380,6 @@ class Flatten(AbstractMixin, nn.Module):
     def abstract_hz(self, x: HybridZonotope, ctx: AbstractContext) -> HybridZonotope:
         # Pending one-hot terms index the flattened neurons already, so they stay pending.
         return x.replace(x.head.flatten(1), x.beta.flatten(1), x.dense_errors.flatten(2), x.onehot)
+
+    def back_symbolic(self, coeffs: Coeffs, node: Symbolic, how: Backward) -> tuple[Coeffs, None]:
+        return coeffs.reshape(node.parents[0].shape[1:]), None  # type: ignore[union-attr]

@@ -2,28 +2,37 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from torch import Tensor, nn
 
 from ..context import AbstractContext
 from ..domains import Box, HybridZonotope, Value
 
+if TYPE_CHECKING:
+    from ..domains.coeffs import Coeffs
+    from ..domains.symbolic import Backward, Symbolic
+
 
 class AbstractMixin:
-    """Dispatches ``abstract(value, ctx)`` on the value's domain.
+    """Runs ``abstract(value, ctx)`` in the value's domain.
 
     A concrete tensor runs the module itself (so hooks and the concrete forward stay the single source of
-    truth); boxes and hybrid zonotopes go to ``abstract_box`` / ``abstract_hz``. Mixed into ``nn.Module``
-    subclasses (``class Conv2D(AbstractMixin, nn.Conv2d)``), so a network is an ordinary PyTorch model.
+    truth); an abstract value runs the layer through its domain (``value.through(layer, ctx)``), which calls
+    the layer's method for that domain: ``abstract_box``, ``abstract_hz``, and for the linear relaxation
+    ``back_symbolic``, which moves a specification's coefficients from the layer's output to its input.
+    Mixed into ``nn.Module`` subclasses (``class Conv2D(AbstractMixin, nn.Conv2d)``), so a network is an
+    ordinary PyTorch model.
     """
 
+    relaxes_input = False
+    """Whether the layer's linear relaxation depends on its input's bounds (ReLU, MaxPool2D): full CROWN
+    bounds that input first."""
+
     def abstract(self, x: Value, ctx: AbstractContext) -> Value:
-        if isinstance(x, HybridZonotope):
-            return self.abstract_hz(x, ctx)
-        if isinstance(x, Box):
-            return self.abstract_box(x, ctx)
         if isinstance(x, Tensor):
             return self(x)  # type: ignore[operator]
-        raise TypeError(f"{type(self).__name__}.abstract: not a domain value: {type(x).__name__}")
+        return x.through(self, ctx)
 
     def abstract_box(self, x: Box, ctx: AbstractContext) -> Value:
         raise NotImplementedError(f"{type(self).__name__} has no Box transformer")
@@ -31,13 +40,19 @@ class AbstractMixin:
     def abstract_hz(self, x: HybridZonotope, ctx: AbstractContext) -> Value:
         raise NotImplementedError(f"{type(self).__name__} has no hybrid zonotope transformer")
 
+    back_symbolic: Any = None
+    """``back_symbolic(coeffs, node, how) -> (coeffs on the input, constant (B, S) or None)``: the rows
+    ``coeffs`` over the layer's output ``node`` as rows over its input, for lower bounds (a layer without
+    it has no linear-relaxation transformer)."""
+
 
 class AbstractLayer(AbstractMixin, nn.Module):
     """An abstract layer (paper Section 3): the identity on concrete values, it only changes abstract ones.
 
     ``only_train=True``: the layer acts only when ``ctx.training`` is set and is skipped at test time.
     Subclasses override ``abstract_hz`` (and ``abstract_box`` where a box can be changed: by default a box,
-    which has no correlated terms, passes through unchanged).
+    which has no correlated terms, passes through unchanged). For the linear relaxation an abstract layer is
+    the identity (it changes how a domain represents a set, never the network's function).
     """
 
     def __init__(self, only_train: bool = True) -> None:
@@ -56,6 +71,9 @@ class AbstractLayer(AbstractMixin, nn.Module):
 
     def abstract_box(self, x: Box, ctx: AbstractContext) -> Value:
         return x
+
+    def back_symbolic(self, coeffs: Coeffs, node: Symbolic, how: Backward) -> tuple[Coeffs, None]:
+        return coeffs, None
 
     def extra_repr(self) -> str:
         return f"only_train={self.only_train}"

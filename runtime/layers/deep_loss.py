@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..context import AbstractContext
-from ..domains import Box, HybridZonotope, Value
+from ..domains import Value
 from ..schedules import ScheduleLike, as_schedule
 from .base import AbstractLayer
 
@@ -69,17 +69,14 @@ class DeepLoss(AbstractLayer):
             act = _ACTIVATIONS[act]
         self.act = act
 
-    def _record(self, lower: Tensor, upper: Tensor, ctx: AbstractContext) -> None:
+    def abstract(self, x: Value, ctx: AbstractContext) -> Value:
+        """Records the loss of the value's interval bounds, in any domain, and passes it on unchanged."""
+        if isinstance(x, Tensor) or (self.only_train and not ctx.training):
+            return x
         w = self.weight(ctx.t)
         if w != 0.0:
+            lower, upper = x.bounds()
             ctx.losses.append(w * deep_loss(lower.flatten(1), upper.flatten(1), self.act))
-
-    def abstract_box(self, x: Box, ctx: AbstractContext) -> Value:
-        self._record(*x.bounds(), ctx)
-        return x
-
-    def abstract_hz(self, x: HybridZonotope, ctx: AbstractContext) -> Value:
-        self._record(*x.bounds(), ctx)
         return x
 
     def extra_repr(self) -> str:

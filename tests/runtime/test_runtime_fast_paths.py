@@ -33,9 +33,9 @@ from daic.runtime.domains import DEAD, dropping_dead_terms
 from daic.runtime.domains.fused import abs_sum_terms
 from daic.runtime.domains.local_terms import LocalTerms
 from daic.runtime.domains.term_ids import union_layout
-from daic.runtime.evaluate import slot_count_matters
 from daic.runtime.layers import activation
 from daic.runtime.losses import certified, margin_upper
+from daic.runtime.verification import slot_count_matters
 from tests.runtime.helpers import HYPOTHESIS, assert_contains, run_points, sample_points
 from tests.runtime.test_runtime_soundness import (
     TOL,

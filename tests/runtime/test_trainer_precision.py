@@ -10,11 +10,12 @@ import torch
 from daic.runtime import CorrelateAll, Flatten, Linear, ReLU, Sequential
 from daic.runtime.data import Digits, TensorData
 from daic.runtime.distributed import Group
-from daic.runtime.evaluate import Accuracy, BoxDomain, Verify
+from daic.runtime.evaluate import Accuracy, Verify
 from daic.runtime.goals import IFGSM, Box, Mix, Point, Sub
 from daic.runtime.optim import Adam
 from daic.runtime.scheme import Scheme
 from daic.runtime.trainer import LossModule, Trainer, epoch_generator
+from daic.runtime.verification import BoxDomain
 
 
 def tiny_net():

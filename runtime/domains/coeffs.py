@@ -1,0 +1,298 @@
+"""Linear coefficients of a back-substitution: how a specification's rows depend on one node's neurons.
+
+Back-substitution (CROWN, DeepPoly) carries, for each row of a specification, a linear function of the
+neurons of the node it has reached, and moves it one layer towards the input at a time. Two
+representations hold those functions:
+
+- `Dense`: ``A`` of shape ``(G, S, *F)``, one coefficient per row and neuron. Without ``image``, ``G`` is
+  the batch and every image has the same ``S`` rows (the margins, ``S`` = classes - 1). With ``image``
+  (``(G,)``), each group belongs to that image: the rows of intermediate bounds, which are the neurons
+  left unstable in each image, so that no image pays for the others' unstable neurons.
+- `Patches`: rows over a convolutional node's own neurons (its intermediate bounds). A neuron ``(c, i, j)``
+  depends only on a window of each earlier map (its receptive field), so its row is kept as that window:
+  ``P`` of shape ``(R, C, Kh, Kw)``, the row of image ``image[r]`` at grid position ``position[r]``, whose
+  window starts at ``(i * stride - padding)`` of the map (auto_LiRPA's "patches" mode). Convolutions move a
+  window back by a transposed convolution of the window alone, so a convolutional specification is never a
+  ``(batch, neurons, neurons)`` matrix: its memory is ``rows x C x Kh x Kw``, the receptive field, and never
+  more than the map (a window as large as the map is made dense, see `Patches.compact`).
+
+Both offer the operations the layers' back-substitution methods are written in: elementwise scaling by a
+neuron map (`mul`), contraction with one (`dot`), the least value over a box (`bound`), a relaxation
+(`relaxed`), the transposed convolution (`conv_back`), and sums of branches. Maps are given per image
+(``(B, *F)``) or broadcast (``(1, ...)``); coefficients outside a map (in its zero padding) are absent.
+Every contraction returns ``(G, S)`` (``(R, 1)`` for patches).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+Pair = tuple[int, int]
+
+
+class Dense:
+    """``A`` of shape ``(G, S, *F)``: row ``s`` of group ``g`` is ``sum_f A[g, s, f] * x[image(g), f]``."""
+
+    __slots__ = ("A", "image")
+
+    def __init__(self, A: Tensor, image: Tensor | None = None) -> None:
+        self.A, self.image = A, image
+
+    @property
+    def rows(self) -> int:
+        return self.A.shape[1]
+
+    def gathered(self, m: Tensor) -> Tensor:
+        """A neuron map ``(B, *F)`` (or broadcast ``(1, ...)``) as ``(G, 1, *F)``, each group's image's;
+        per-row maps ``(G, S, *F)`` as they are."""
+        if m.dim() == self.A.dim():
+            return m
+        if self.image is not None and m.shape[0] != 1:
+            m = m.index_select(0, self.image)
+        return m.unsqueeze(1)
+
+    def _like(self, A: Tensor) -> Dense:
+        return Dense(A, self.image)
+
+    def mul(self, m: Tensor) -> Dense:
+        """Each coefficient times its neuron's factor."""
+        return self._like(self.A * self.gathered(m))
+
+    def dot(self, m: Tensor) -> Tensor:
+        """``(G, S)``: each row applied to the neuron values ``m``."""
+        m = self.gathered(m)
+        if m.shape[0] == self.A.shape[0] and m.shape[2:] == self.A.shape[2:]:
+            return torch.bmm(self.A.flatten(2), m.flatten(2).transpose(1, 2)).squeeze(2)
+        return (self.A * m).flatten(2).sum(2)
+
+    def bound(self, center: Tensor, radius: Tensor) -> Tensor:
+        """``(G, S)``: the least value of each row over the box ``center +- radius``."""
+        return self.dot(center) - self._like(self.A.abs()).dot(radius)
+
+    def relaxed(self, lower_slope: Tensor, upper_slope: Tensor, upper_bias: Tensor) -> tuple[Dense, Tensor]:
+        """The rows through an elementwise relaxation ``ls * x <= f(x) <= us * x + ub``, for lower bounds: a
+        positive coefficient takes the lower line, a negative one the upper. Returns the coefficients on
+        ``x`` and the constant ``(G, S)``. ``lower_slope`` may be per row (alpha-CROWN)."""
+        positive = self.A.clamp(min=0)
+        negative = self.A - positive
+        moved = positive * self.gathered(lower_slope) + negative * self.gathered(upper_slope)
+        return self._like(moved), self._like(negative).dot(upper_bias)
+
+    def conv_back(self, weight: Tensor, stride: Pair, padding: Pair, in_hw: Pair, groups: int = 1) -> Dense:
+        """The rows on a convolution's input, by the transposed convolution (no dense matrix)."""
+        g, s, c, h, w = self.A.shape
+        kh, kw = weight.shape[2:]
+        extra = (
+            in_hw[0] - ((h - 1) * stride[0] - 2 * padding[0] + kh),
+            in_hw[1] - ((w - 1) * stride[1] - 2 * padding[1] + kw),
+        )
+        out = F.conv_transpose2d(self.A.reshape(g * s, c, h, w), weight, None, stride, padding, extra, groups)
+        return self._like(out.reshape(g, s, *out.shape[1:]))
+
+    def linear_back(self, weight: Tensor, in_shape: Sequence[int]) -> Dense:
+        """The rows on a fully connected layer's input (``weight`` is ``(out, in)``), in its shape."""
+        out = self.A.flatten(2) @ weight
+        return self._like(out.reshape(*self.A.shape[:2], *in_shape))
+
+    def reshape(self, in_shape: Sequence[int]) -> Dense:
+        return self._like(self.A.reshape(*self.A.shape[:2], *in_shape))
+
+    def split(self, sizes: Sequence[int], dim: int) -> list[Dense]:
+        """Rows on each part of a concatenation along feature dimension ``dim`` (1 = channels)."""
+        return [self._like(part) for part in self.A.split(list(sizes), dim=dim + 1)]
+
+    def __add__(self, other: Dense | Patches) -> Dense:
+        if isinstance(other, Patches):
+            other = other.to_dense()
+        return self._like(self.A + other.A)
+
+
+class Patches:
+    """Rows over a ``(C, H, W)`` map, each nonzero only in a window (see the module docstring).
+
+    ``P`` is ``(R, C, Kh, Kw)``; row ``r`` belongs to image ``image[r]`` and to the grid position
+    ``position[r]`` (a flat index into ``grid``, ``(Hs, Ws)``), whose window covers rows
+    ``i * stride[0] - padding[0] + a``, ``0 <= a < Kh``, of the ``map_hw`` map (and columns alike).
+    Coefficients outside the map are zero.
+    """
+
+    __slots__ = ("P", "grid", "image", "map_hw", "padding", "position", "stride")
+
+    def __init__(
+        self,
+        P: Tensor,
+        image: Tensor,
+        position: Tensor,
+        grid: Pair,
+        stride: Pair = (1, 1),
+        padding: Pair = (0, 0),
+        map_hw: Pair | None = None,
+    ) -> None:
+        self.P, self.image, self.position, self.grid = P, image, position, grid
+        self.stride, self.padding, self.map_hw = stride, padding, map_hw or grid
+
+    @classmethod
+    def neurons(cls, image: Tensor, neuron: Tensor, sign: Tensor, shape: Sequence[int]) -> Patches:
+        """One row ``sign * x[c, i, j]`` per entry: image ``image[r]``'s neuron ``neuron[r]`` (flat in
+        ``shape`` = ``(C, H, W)``), its window 1 x 1."""
+        c, h, w = shape
+        P = sign.new_zeros((sign.shape[0], c, 1, 1))
+        P[torch.arange(sign.shape[0], device=sign.device), neuron // (h * w), 0, 0] = sign
+        return cls(P, image, neuron % (h * w), (h, w))
+
+    # ----------------------------------------------------------------------------------------------
+    # the window of every row, as a view of a map
+
+    def _pads(self) -> tuple[int, int, int, int]:
+        """(left, right, top, bottom) padding of the map (negative: cropping) that makes grid position
+        (0, 0)'s window start at the corner and the last position's window end inside."""
+        (kh, kw), (sh, sw), (ph, pw) = self.P.shape[-2:], self.stride, self.padding
+        (hs, ws), (h, w) = self.grid, self.map_hw
+        return pw, (ws - 1) * sw - pw + kw - w, ph, (hs - 1) * sh - ph + kh - h
+
+    def unfold(self, m: Tensor) -> Tensor:
+        """``m`` (``(B, C, H, W)``, or broadcast ``(1, C, 1 or H, 1 or W)``) as each row's window of its
+        image: ``(R, C, Kh, Kw)``, zero outside the map. Gathered per row, so its cost is the rows', not
+        every position's of every image."""
+        kh, kw = self.P.shape[-2:]
+        if m.shape[2:] != self.map_hw:
+            m = m.expand(m.shape[0], m.shape[1], *self.map_hw)
+        padded = F.pad(m, self._pads())  # position (i, j)'s window now starts at (i * sh, j * sw)
+        width = padded.shape[3]
+        ws = self.grid[1]
+        top = (self.position // ws) * self.stride[0]
+        left = (self.position % ws) * self.stride[1]
+        rows = top[:, None] + torch.arange(kh, device=top.device)
+        cols = left[:, None] + torch.arange(kw, device=top.device)
+        flat = (rows[:, :, None] * width + cols[:, None, :]).reshape(-1, 1, kh * kw)  # (R, 1, kh * kw)
+        maps = padded.flatten(2)  # (B, C, Hp * Wp)
+        if m.shape[0] == 1:
+            picked = maps[0][:, flat.squeeze(1)].transpose(0, 1)  # (R, C, kh * kw)
+        else:
+            channel = torch.arange(m.shape[1], device=top.device)[None, :, None]
+            picked = maps[self.image[:, None, None], channel, flat]
+        return picked.reshape(-1, m.shape[1], kh, kw)
+
+    # ----------------------------------------------------------------------------------------------
+    # the operations of `Dense`
+
+    @property
+    def rows(self) -> int:
+        return 1
+
+    def _like(self, P: Tensor) -> Patches:
+        return Patches(P, self.image, self.position, self.grid, self.stride, self.padding, self.map_hw)
+
+    def mul(self, m: Tensor) -> Patches:
+        return self._like(self.P * self.unfold(m))
+
+    def dot(self, m: Tensor) -> Tensor:
+        """``(R, 1)``: each row applied to the neuron values ``m``."""
+        return (self.P * self.unfold(m)).sum((1, 2, 3)).unsqueeze(1)
+
+    def bound(self, center: Tensor, radius: Tensor) -> Tensor:
+        low = (self.P * self.unfold(center)).sum((1, 2, 3)) - (self.P.abs() * self.unfold(radius)).sum(
+            (1, 2, 3)
+        )
+        return low.unsqueeze(1)
+
+    def relaxed(self, lower_slope: Tensor, upper_slope: Tensor, upper_bias: Tensor) -> tuple[Patches, Tensor]:
+        positive = self.P.clamp(min=0)
+        negative = self.P - positive
+        moved = positive * self.unfold(lower_slope) + negative * self.unfold(upper_slope)
+        return self._like(moved), (negative * self.unfold(upper_bias)).sum((1, 2, 3)).unsqueeze(1)
+
+    def conv_back(
+        self, weight: Tensor, stride: Pair, padding: Pair, in_hw: Pair, groups: int = 1
+    ) -> Patches | Dense:
+        """Each window through the transposed convolution: it grows to ``(K - 1) * s + k``, and the
+        windows then start at ``i * S * s - (P * s + p)`` of the input map."""
+        P = F.conv_transpose2d(self.P, weight, None, stride, 0, 0, groups)
+        moved = Patches(
+            P,
+            self.image,
+            self.position,
+            self.grid,
+            (self.stride[0] * stride[0], self.stride[1] * stride[1]),
+            (self.padding[0] * stride[0] + padding[0], self.padding[1] * stride[1] + padding[1]),
+            in_hw,
+        )
+        return moved.compact()
+
+    def compact(self) -> Patches | Dense:
+        """Coefficients outside the map zeroed, and the window cut to the rows and columns that some grid
+        position's window has inside the map; a window larger than the map is made a dense map (it would
+        only hold more zeros)."""
+        inside = self.unfold(self.P.new_ones((1, 1, *self.map_hw)))
+        P = self.P * inside
+        (sh, sw), (ph, pw), (hs, ws), (h, w) = self.stride, self.padding, self.grid, self.map_hw
+        kh, kw = P.shape[-2:]
+        top, bottom = max(0, ph - (hs - 1) * sh), min(kh, ph + h)
+        left, right = max(0, pw - (ws - 1) * sw), min(kw, pw + w)
+        cut = Patches(
+            P[..., top:bottom, left:right],
+            self.image,
+            self.position,
+            self.grid,
+            self.stride,
+            (ph - top, pw - left),
+            self.map_hw,
+        )
+        if (bottom - top) * (right - left) > h * w:
+            return cut.to_dense()
+        return cut
+
+    def to_dense(self) -> Dense:
+        """``(R, 1, C, H, W)``, each row's window placed in its map."""
+        r, c, kh, kw = self.P.shape
+        (sh, sw), (ph, pw), (h, w) = self.stride, self.padding, self.map_hw
+        ws = self.grid[1]
+        row0 = (self.position // ws) * sh - ph  # (R,) first map row of each window
+        col0 = (self.position % ws) * sw - pw
+        # Windows may reach past the map (their coefficients there are zero): place them in a padded map.
+        top = max(0, -int(row0.min()))
+        left = max(0, -int(col0.min()))
+        height = max(h, int(row0.max()) + kh) + top
+        width = max(w, int(col0.max()) + kw) + left
+        rows = (row0 + top)[:, None, None] + torch.arange(kh, device=row0.device)[None, :, None]
+        cols = (col0 + left)[:, None, None] + torch.arange(kw, device=col0.device)[None, None, :]
+        index = torch.arange(r, device=row0.device)[:, None, None]
+        dense = self.P.new_zeros((r, height, width, c))
+        dense[index, rows, cols] = self.P.permute(0, 2, 3, 1)
+        dense = dense[:, top : top + h, left : left + w].permute(0, 3, 1, 2)
+        return Dense(dense.unsqueeze(1), self.image)
+
+    def split(self, sizes: Sequence[int], dim: int) -> list[Patches] | list[Dense]:
+        if dim != 1:
+            return self.to_dense().split(sizes, dim)
+        return [self._like(part) for part in self.P.split(list(sizes), dim=1)]
+
+    def __add__(self, other: Dense | Patches) -> Dense | Patches:
+        if isinstance(other, Dense) or other.stride != self.stride or other.map_hw != self.map_hw:
+            return self.to_dense() + other
+        # Align the windows: both start at the earlier start and end at the later end.
+        ph, pw = max(self.padding[0], other.padding[0]), max(self.padding[1], other.padding[1])
+        end_h = max(p.P.shape[-2] - p.padding[0] for p in (self, other))
+        end_w = max(p.P.shape[-1] - p.padding[1] for p in (self, other))
+
+        def aligned(p: Patches) -> Tensor:
+            kh, kw = p.P.shape[-2:]
+            top, left = ph - p.padding[0], pw - p.padding[1]
+            return F.pad(p.P, (left, end_w - (kw - p.padding[1]), top, end_h - (kh - p.padding[0])))
+
+        return Patches(
+            aligned(self) + aligned(other),
+            self.image,
+            self.position,
+            self.grid,
+            self.stride,
+            (ph, pw),
+            self.map_hw,
+        )
+
+
+Coeffs = Dense | Patches
