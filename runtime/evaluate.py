@@ -44,7 +44,7 @@ class Accuracy(Test):
 class MIFGSM(Test):
     column = "MI-FGSM"
 
-    def __init__(self, k: int = 20, mu: float = 0.8, step: float = 0.0031373) -> None:
+    def __init__(self, k: int = 20, mu: float = 0.8, step: float | None = None) -> None:
         self.k, self.mu, self.step = k, mu, step
 
     def passed(self, model, x, y, lower, upper, relu):

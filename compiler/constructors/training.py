@@ -66,7 +66,14 @@ DECLARATIONS = [
         (
             Param("k", INT, 20, "Iterations.", low=1),
             Param("mu", FLOAT, 0.8, "Momentum decay.", low=0),
-            Param("step", FLOAT, 0.0031373, "Step size.", low=0, low_open=True),
+            Param(
+                "step",
+                FLOAT,
+                None,
+                "Step size; epsilon / 10 when not given (the paper's 0.0031373 is that at 8/255).",
+                low=0,
+                low_open=True,
+            ),
         ),
         "Accuracy under the momentum iterative FGSM attack (the paper: mu 0.8, 20 iterations, "
         "step 0.0031373).",

@@ -58,6 +58,12 @@ class LocalTerms:
     def window(self) -> tuple[int, int]:
         return self.values.shape[3], self.values.shape[4]
 
+    def terms(self, start: int, stop: int) -> LocalTerms:
+        """The terms ``start`` to ``stop - 1`` of every sample."""
+        return LocalTerms(
+            self.values[start:stop], self.top[start:stop], self.left[start:stop], self.height, self.width
+        )
+
     def select(self, index: Tensor) -> LocalTerms:
         """The terms ``index[j, s]`` of each sample ``s`` (``(k', B)`` int64)."""
         batch = torch.arange(index.shape[1], device=index.device)[None, :].expand_as(index)

@@ -264,19 +264,11 @@ class HybridZonotope(Element):
         ``out_shape`` is the ``(B, *F')`` shape the map gives for the head; it fixes the result's shape
         when ``m = 0`` (the map is then not called).
         """
-        m, b = self.m, self.batch
-        if m == 0:
-            return self.errors.new_zeros((0, *out_shape))
-        out = fn(self.errors.reshape(m * b, *self.errors.shape[2:]))
-        return out.reshape(m, b, *out.shape[1:])
+        return map_terms(self.errors, fn, out_shape)
 
     def map_dense_errors(self, fn: Callable[[Tensor], Tensor], out_shape: torch.Size) -> Tensor:
         """`map_errors` on the dense terms only, leaving pending one-hot terms pending."""
-        dense, b = self.dense_errors, self.batch
-        if dense.shape[0] == 0:
-            return dense.new_zeros((0, *out_shape))
-        out = fn(dense.reshape(dense.shape[0] * b, *dense.shape[2:]))
-        return out.reshape(dense.shape[0], b, *out.shape[1:])
+        return map_terms(self.dense_errors, fn, out_shape)
 
     # ----------------------------------------------------------------------------------------------
     # correlation and decorrelation (paper Section 3)
@@ -344,7 +336,8 @@ class HybridZonotope(Element):
         in their original order; the others are added (as absolute values) to ``beta``.
 
         This is the paper's DecorrelateMin (remove the ``m - keep`` smallest), applied to each sample's
-        zonotope separately; ties are broken by ``topk``, which is sound either way.
+        zonotope separately; of terms with equal sums the earlier is kept (either is sound; this way an
+        image's bound never depends on its batch mates).
         """
         m, b = self.m, self.batch
         keep = max(0, min(keep, m))
@@ -356,7 +349,10 @@ class HybridZonotope(Element):
         with torch.no_grad():  # the choice of terms is not differentiated
             # (m, B): the sum of |coefficients| of each term
             score = self._local.abs_totals() if local_only else self.errors.abs().reshape(m, b, -1).sum(2)
-            kept = score.topk(keep, dim=0).indices.sort(dim=0).values  # (keep, B), original order
+            # Ties go to the earlier term: a rule of the sample alone. (topk breaks them by the count and
+            # place of the other slots, which hold the batch mates' dead terms under dropping_dead_terms.)
+            ranked = torch.sort(score, dim=0, descending=True, stable=True).indices[:keep]
+            kept = ranked.sort(dim=0).values  # (keep, B), original order
             batch_idx = torch.arange(b, device=self.device)[None, :].expand(keep, b)
             removed = torch.ones((m, b), dtype=self.dtype, device=self.device)
             removed = removed.index_put(
@@ -433,6 +429,25 @@ class HybridZonotope(Element):
         return (
             f"HybridZonotope(shape={tuple(self.shape)}, m={self.m}, dtype={self.dtype}, device={self.device})"
         )
+
+
+MAP_CHUNK_BYTES = 32 * 2**20
+"""Terms per call of a batched map (a convolution) are limited to this many bytes: the map's own buffers
+grow with its batch (a float64 CPU convolution unfolds its input to ``k * k`` times its size), and the
+exact input zonotope has one term per input dimension."""
+
+
+def map_terms(terms: Tensor, fn: Callable[[Tensor], Tensor], out_shape: torch.Size) -> Tensor:
+    """``fn`` on ``(m, B, *F)`` terms folded into the batch, a chunk of terms at a time (`MAP_CHUNK_BYTES`);
+    ``out_shape`` (``(B, *F')``) sizes the result when ``m = 0``."""
+    m, b = terms.shape[:2]
+    if m == 0:
+        return terms.new_zeros((0, *out_shape))
+    per_term = max(1, terms[0].numel() * terms.element_size())
+    step = max(1, MAP_CHUNK_BYTES // per_term)
+    chunks = [fn(terms[i : i + step].reshape(-1, *terms.shape[2:])) for i in range(0, m, step)]
+    out = chunks[0] if len(chunks) == 1 else torch.cat(chunks)
+    return out.reshape(m, b, *out.shape[1:])
 
 
 def _union(ids_a: Tensor, ids_b: Tensor) -> tuple[Tensor, Tensor]:

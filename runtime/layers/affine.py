@@ -19,6 +19,7 @@ from .. import native
 from ..context import AbstractContext
 from ..domains import Box, HybridZonotope
 from ..domains.local_terms import LocalTerms
+from ..domains.zonotope import MAP_CHUNK_BYTES, map_terms
 from .base import AbstractMixin
 
 if TYPE_CHECKING:
@@ -241,9 +242,17 @@ class Conv2D(AbstractMixin, nn.Conv2d):
         # the kernel's footprint, and windows stay windows while that is cheaper than full maps (see
         # `LocalTerms`): convolving k * B maps that are zero but near one neuron costs the full maps.
         head, beta = self._affine(x.head, True), self._abs(x.beta)
+        convolve = lambda e: self._affine(e, False)  # noqa: E731
         if local is not None and not self._windows_pay(local, head.shape):
-            dense, local = x.dense_errors, None
-        dense = _map_terms(dense, lambda e: self._affine(e, False), head.shape)
+            # Full maps: made and convolved a chunk of terms at a time, never all at once.
+            b, c = local.values.shape[1:3]
+            step = max(1, MAP_CHUNK_BYTES // (b * c * local.height * local.width * head.element_size()))
+            parts = [map_terms(dense, convolve, head.shape)]
+            for start in range(0, local.k, step):
+                parts.append(map_terms(local.terms(start, start + step).dense(), convolve, head.shape))
+            dense, local = torch.cat(parts), None
+        else:
+            dense = map_terms(dense, convolve, head.shape)
         parts = [] if local is None else [local]
         if onehot is not None:
             parts.append(LocalTerms.from_onehot(*onehot, x.shape[1:]))
@@ -264,14 +273,6 @@ class Conv2D(AbstractMixin, nn.Conv2d):
         than convolving full maps (``H' x W'`` outputs each)."""
         (qh, qw), (kh, kw) = local.window, self.kernel_size
         return (qh + kh - 1) * (qw + kw - 1) < out_shape[2] * out_shape[3]
-
-
-def _map_terms(terms: Tensor, fn: Callable[[Tensor], Tensor], out_shape: torch.Size) -> Tensor:
-    """``fn`` on ``(m, B, *F)`` terms folded into one batch; ``out_shape`` (``(B, *F')``) sizes ``m = 0``."""
-    if terms.shape[0] == 0:
-        return terms.new_zeros((0, *out_shape))
-    out = fn(terms.reshape(-1, *terms.shape[2:]))
-    return out.reshape(terms.shape[0], terms.shape[1], *out.shape[1:])
 
 
 def _fast_layout(x: Tensor) -> Tensor:

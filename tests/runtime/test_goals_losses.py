@@ -161,3 +161,22 @@ def test_ifgsm_goal_returns_the_attack_point():
     lower, upper = torch.zeros(4, 6), torch.full((4, 6), 0.2)
     point = IFGSM(2).alpha(lower, upper, env(model=model, target=target))
     assert torch.equal(point, ifgsm(model, lower, upper, target, 2))
+
+
+def test_mifgsm_steps_scale_with_each_images_epsilon():
+    """A linear model's loss gradient keeps its sign, so every step moves the same way: with the default
+    step (eps / 10, per image) 20 steps reach the corner of each ball, large or small; the paper's fixed
+    0.0031373 (eps / 10 at 8/255) stops short of an MNIST-sized ball (20 x 0.0031373 = 0.063 < 0.3)."""
+    model = nn.Sequential(nn.Linear(2, 2))
+    with torch.no_grad():
+        model[0].weight.copy_(torch.tensor([[1.0, -1.0], [-1.0, 1.0]]))
+        model[0].bias.zero_()
+    x = torch.tensor([[0.5, 0.5], [0.5, 0.5]])
+    eps = torch.tensor([[0.3], [0.02]])
+    lower, upper = x - eps, x + eps
+    target = torch.tensor([0, 0])
+    corner = torch.stack([x[:, 0] - eps[:, 0], x[:, 1] + eps[:, 0]], dim=1)
+    torch.testing.assert_close(mifgsm(model, x, lower, upper, target), corner)
+    fixed = mifgsm(model, x, lower, upper, target, step=0.0031373)
+    assert fixed[0, 0].item() == pytest.approx(0.5 - 20 * 0.0031373, abs=1e-6)
+    torch.testing.assert_close(fixed[1], corner[1])

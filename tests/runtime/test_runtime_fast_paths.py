@@ -37,14 +37,8 @@ from daic.runtime.layers import activation
 from daic.runtime.losses import certified, margin_upper
 from daic.runtime.verification import slot_count_matters
 from tests.runtime.helpers import HYPOTHESIS, assert_contains, run_points, sample_points
-from tests.runtime.test_runtime_soundness import (
-    TOL,
-    abstract_inputs,
-    branchy_networks,
-    input_box,
-    networks,
-    randomize,
-)
+from tests.runtime.networks import branchy_networks, input_box, networks, randomize
+from tests.runtime.test_runtime_soundness import TOL, abstract_inputs
 
 CLOSE = {"rtol": 1e-9, "atol": 1e-9}  # float64; only the order of summation differs
 
@@ -376,3 +370,47 @@ def test_one_channel_box_convolution_runs_channels_last(monkeypatch, grad):
         ).backward()
         torch.testing.assert_close(center.grad, plain_c.grad)
         torch.testing.assert_close(radius.grad, plain_r.grad)
+
+
+def test_terms_go_through_a_convolution_a_chunk_at_a_time(monkeypatch):
+    """The exact input zonotope's terms reach the second convolution as windows too wide to pay, and are
+    made full maps and convolved a chunk at a time: every call stays within the chunk's bytes (so the
+    convolution's own buffers do not grow with the term count), with the numbers of one whole call."""
+    from daic.runtime.domains import zonotope
+
+    torch.manual_seed(0)
+    net = Sequential(Conv2D(1, 4, 4, stride=2), ReLU(), Conv2D(4, 6, 4, stride=2)).double()
+    x = torch.rand(3, 1, 16, 16, dtype=torch.float64)
+    value = HybridZonotope.exact_from_bounds(x - 0.01, x + 0.01)
+    with torch.no_grad():
+        whole = net.abstract(value, AbstractContext())
+    calls: list[int] = []
+    convolve = net[2]._affine
+
+    def spied(e, with_bias):
+        calls.append(e.numel() * e.element_size())
+        return convolve(e, with_bias)
+
+    monkeypatch.setattr(zonotope, "MAP_CHUNK_BYTES", 64 * 1024)
+    monkeypatch.setattr("daic.runtime.layers.affine.MAP_CHUNK_BYTES", 64 * 1024)
+    monkeypatch.setattr(net[2], "_affine", spied)
+    with torch.no_grad():
+        chunked = net.abstract(value, AbstractContext())
+    assert len(calls) > 3 and max(calls[1:]) <= 64 * 1024  # the first call is the head's
+    torch.testing.assert_close(chunked.errors, whole.errors, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(chunked.bounds()[0], whole.bounds()[0], rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("zeros", [0, 1, 5, 40, 200])
+def test_decorrelate_min_keeps_the_earlier_of_tied_terms_whatever_the_other_slots(zeros):
+    """Two terms of equal size, the first at slot 0 and the other after ``zeros`` empty slots (a batch
+    mate's dead terms under dropping_dead_terms): the earlier is kept, for every layout."""
+    m = zeros + 2
+    errors = torch.zeros(m, 1, 3, dtype=torch.float64)
+    errors[0, 0] = torch.tensor([0.1, 0.1, 0.0])
+    errors[m - 1, 0] = torch.tensor([0.0, 0.1, 0.1])
+    ids = torch.arange(m)[:, None]
+    value = HybridZonotope(torch.zeros(1, 3, dtype=torch.float64), None, errors, ids)
+    kept = value.decorrelate_min(1)
+    assert kept.ids.tolist() == [[0]]
+    torch.testing.assert_close(kept.beta, torch.tensor([[0.0, 0.1, 0.1]], dtype=torch.float64))

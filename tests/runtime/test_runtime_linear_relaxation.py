@@ -209,3 +209,15 @@ def test_windows_and_dense_rows_give_the_same_intermediate_bounds(monkeypatch):
     assert len(with_windows) == 4
     for a, b in zip(with_windows, with_dense, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("c_out", [1, 2, 5])
+@pytest.mark.parametrize(("stride", "padding", "extra"), [((1, 1), (0, 0), (0, 0)), ((2, 2), (1, 1), (1, 1))])
+def test_the_fast_transposed_convolutions_give_torchs_numbers(c_out, stride, padding, extra):
+    from daic.runtime.domains.coeffs import transposed_conv
+
+    generator = torch.Generator().manual_seed(c_out)
+    x = torch.randn(6, 4, 5, 5, generator=generator)
+    weight = torch.randn(4, c_out, 3, 3, generator=generator)
+    expected = torch.nn.functional.conv_transpose2d(x, weight, None, stride, padding, extra)
+    torch.testing.assert_close(transposed_conv(x, weight, stride, padding, extra), expected)
