@@ -61,6 +61,9 @@ class RunDisplay:
 
         return update
 
+    def evaluation(self, epoch: int, images: int, epsilon: float) -> None:
+        pass
+
     def evaluating(self, column: str, done: int, total: int) -> None:
         if self.progress_bar is not None:
             self.progress_bar.update(self.task, completed=done, total=total, info=f"testing {column}")
@@ -109,6 +112,9 @@ class Silent:
     def progress(self, epoch: int, epochs: int) -> None:
         """No callback, so the trainer reads nothing back from the device for display."""
         return None
+
+    def evaluation(self, epoch: int, images: int, epsilon: float) -> None:
+        pass
 
     def evaluating(self, column: str, done: int, total: int) -> None:
         pass

@@ -1,22 +1,28 @@
-"""The epoch loop: train, evaluate, save each epoch to the run folder, and stop cleanly on a signal."""
+"""The epoch loop: train, evaluate, save each epoch to the run folder, stop cleanly on a signal, and write
+the report at the end."""
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .errors import RunError
-from .folder import RunFolder
+from .folder import RunFolder, State
 from .plan import Plan, lowered
-from .report import plot_metrics, summarize, summary_text
+from .report import write_report
+from .start import identity, open_run, restore
+from .stops import stop_point
 
 if TYPE_CHECKING:
     from daic.runtime.distributed import Group
+    from daic.runtime.scheme import Scheme
 
 T = TypeVar("T")
 
@@ -63,16 +69,17 @@ def execute(
     display,
     group: Group | None = None,
     amp: str | None = None,
+    seed: int | None = None,
 ) -> dict:
     """Train and evaluate; returns the summary. `display` receives progress (see cli.RunDisplay).
 
     `group` (a `runtime.distributed.Group`) makes this one of several processes training together: each
     trains on its share of every batch, and only rank 0 writes the run folder and shows progress; the
     others return rank 0's summary. `amp` ("bf16" or "fp16") runs the concrete passes in mixed precision.
+    `epochs` and `seed` replace the scheme's.
     """
     import torch
 
-    from daic.runtime import native
     from daic.runtime.distributed import DistributedError, Group, local_batch
     from daic.runtime.trainer import Trainer
 
@@ -81,143 +88,152 @@ def execute(
     group = group or Group(device=torch.device(device))
     if not group.is_main:
         display = Silent()
-    scheme, model = lowered(plan)
-    if epochs is not None:
-        scheme.epochs = epochs
-    try:
-        local_batch(scheme.batch, group.world)
-    except DistributedError as exc:
-        raise RunError(str(exc), exit_code=2) from None
-    data = _load_data(scheme, data_root, download, group)
     folder = RunFolder(out)
-    resume = bool(group.broadcast(_main_first(group, lambda: folder.prepare(plan, resume))))
-    trainer = Trainer(model, scheme, data, group=group, amp=amp)
-    start = 0
-    if resume:
-        # Rank 0 reads the checkpoint and hands it round: on several machines only its own holds the folder.
-        state = group.broadcast(_main_first(group, lambda: _resumable(folder.checkpoint, plan, scheme)))
-        _restore(trainer, state, folder.checkpoint, plan)
-        start = state["epoch"]
-    elif group.is_main:
-        folder.write_json(
-            "run.json",
-            {
-                "scheme": plan.scheme.node.name,
-                "seed": scheme.seed,
-                "device": str(group.device),
-                "processes": group.world,
-                "amp": amp,
-                "native_kernels": native.status() if group.device.type == "cpu" else "not used off the CPU",
-                "epochs": scheme.epochs,
-                "command": sys.argv,
-                "started": time.time(),
-            },
+    with _signals(folder, display) as termination:
+        scheme, model = lowered(plan, seed)
+        if epochs is not None:
+            scheme.epochs = epochs
+        try:
+            local_batch(scheme.batch, group.world)
+        except DistributedError as exc:
+            raise RunError(str(exc), exit_code=2) from None
+        data = _load_data(scheme, data_root, download, group)
+        stop_point("data-loaded")
+        session = _session(plan, scheme, group, amp)
+        checkpoint = group.broadcast(
+            _main_first(group, lambda: open_run(folder, plan, scheme, resume, session))
         )
-    history = folder.history(start) if group.is_main else []
-    display.start(plan, scheme, data, start, history)
-    termination = _Termination()
-    previous = signal.signal(signal.SIGTERM, termination)
-    try:
+        trainer = Trainer(model, scheme, data, group=group, amp=amp)
+        start = 0
+        if checkpoint is not None:
+            restore(trainer, checkpoint, folder, plan)
+            start = checkpoint["epoch"]
+        history = folder.history(start) if group.is_main else []
+        display.start(plan, scheme, data, start, history)
+        epochs_loop = _Epochs(plan, scheme, trainer, folder, group, display, termination)
         for epoch in range(start, scheme.epochs):
-            row = trainer.train_epoch(epoch, display.progress(epoch, scheme.epochs))
-            last = epoch + 1 == scheme.epochs
-            if last or (epoch + 1) % scheme.test_every == 0:
-                row.update(trainer.evaluate(on_progress=display.evaluating))
-            with termination.deferred():
-                if group.is_main:
-                    _save_epoch(folder, row, trainer, plan, scheme)
-                history.append(row)
-                display.epoch_done(row)
-    except (KeyboardInterrupt, Interrupted):
-        display.interrupted(out)
-        if not history:
-            message = "interrupted before an epoch finished: run the same command again"
-            raise RunError(message, exit_code=130) from None
-        raise RunError(
-            f"interrupted; the last finished epoch is saved: resume with --resume --out {out}", exit_code=130
-        ) from None
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+            history.append(epochs_loop.run(epoch))
         display.finish()
-    summary = summarize(history) if group.is_main else None
-    if group.is_main:
-        folder.write_json("summary.json", summary)
-        (out / "summary.txt").write_text(summary_text(summary) + "\n")
-        plot_metrics(history, out / "metrics.png")
+        summary = None
+        if group.is_main:
+            summary = write_report(folder, history)
+            stop_point("reported")
+            folder.finish(time.time())
     return group.broadcast(summary)
 
 
-def _resumable(path: Path, plan: Plan, scheme) -> dict:
-    """The checkpoint at `path`, if it is one of this scheme's runs (the same scheme, data set, seed and
-    optimizer: a checkpoint of another would load, or half load, and train on as something else)."""
-    from daic.runtime.checkpoint import load
-
+@contextmanager
+def _signals(folder: RunFolder, display) -> Iterator[_Termination]:
+    """SIGTERM, like Ctrl-C, stops the run at once (but never between an epoch's metrics row and its
+    checkpoint), with a message that says how to continue from the folder it leaves."""
+    termination = _Termination()
+    previous = signal.signal(signal.SIGTERM, termination)
     try:
-        state = load(path)
-    except Exception as exc:  # torch.load raises many kinds (pickle, zip, EOF) for a file it cannot read
-        raise RunError(
-            f"{path} cannot be read ({exc.__class__.__name__}); the run cannot resume from it: start a new "
-            "one with another --out",
-            exit_code=2,
-        ) from None
-    expected = _identity(plan, scheme)
-    differ = [
-        f"{k} {state[k]!r} there, {v!r} here" for k, v in expected.items() if k in state and state[k] != v
-    ]
-    if differ or "model" not in state:
-        raise RunError(
-            f"{path} is from another run ({'; '.join(differ) or 'no network weights'}): resume with the "
-            "scheme that started it, or start a new run with another --out",
-            exit_code=2,
-        )
-    return state
+        yield termination
+    except (KeyboardInterrupt, Interrupted):
+        display.interrupted(folder.path)
+        raise RunError(_after_interrupt(folder), exit_code=130) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        display.finish()
 
 
-def _restore(trainer, state: dict, path: Path, plan: Plan) -> None:
+@dataclass
+class _Epochs:
+    """One epoch of a run at a time: train, evaluate when due, save to the folder, show."""
+
+    plan: Plan
+    scheme: Scheme
+    trainer: Any
+    folder: RunFolder
+    group: Group
+    display: Any
+    termination: _Termination
+
+    def run(self, epoch: int) -> dict[str, Any]:
+        scheme, trainer, display = self.scheme, self.trainer, self.display
+        row = trainer.train_epoch(epoch, display.progress(epoch, scheme.epochs))
+        if _evaluates(scheme, epoch):
+            display.evaluation(epoch + 1, len(trainer.data.test_y), trainer.epsilon(scheme.epochs))
+            row.update(trainer.evaluate(on_progress=display.evaluating))
+        with self.termination.deferred():
+            if self.group.is_main:
+                self._save(row)
+            display.epoch_done(row)
+        stop_point("epoch-saved")
+        return row
+
+    def _save(self, row: dict[str, Any]) -> None:
+        """The epoch's metrics row, then its checkpoint. Metrics first: a crash between the two leaves a row
+        the checkpoint does not cover, which `history` drops on resume, rather than a checkpoint whose epoch
+        has no row."""
+        trainer, folder = self.trainer, self.folder
+        state = {
+            **trainer.state_dict(),
+            **identity(self.plan, self.scheme),
+            "epoch": row["epoch"],
+            "epsilon": trainer.epsilon(row["epoch"]),
+            "relu": self.scheme.relu,
+        }
+        try:
+            folder.append_metrics(row)
+            folder.save_checkpoint(state)
+        except (OSError, RuntimeError) as exc:
+            before = row["epoch"] - 1
+            saved = (
+                f"epoch {before} is saved: resume with --resume --out {folder.path}"
+                if before
+                else "nothing is saved"
+            )
+            reason = getattr(exc, "strerror", None) or str(exc).splitlines()[0]
+            raise RunError(
+                f"cannot save epoch {row['epoch']} in {folder.path} ({reason}); {saved}", exit_code=2
+            ) from None
+
+
+def _evaluates(scheme: Scheme, epoch: int) -> bool:
+    """Whether the run evaluates after `epoch` (from 0): after the last, and every `test_every`."""
+    if epoch + 1 == scheme.epochs:
+        return True
+    return scheme.test_every is not None and (epoch + 1) % scheme.test_every == 0
+
+
+def _after_interrupt(folder: RunFolder) -> str:
+    """What an interrupted run's user does next, from the state it left its folder in."""
     try:
-        trainer.load_state_dict(state)
-    except (RuntimeError, KeyError, ValueError) as exc:
-        raise RunError(
-            f"{path} does not fit {plan.net_path} and this scheme's optimizer: {str(exc).splitlines()[0]}",
-            exit_code=2,
-        ) from None
+        state = folder.state()
+    except RunError:
+        state = State.NOTHING
+    if state in (State.NOTHING, State.STARTED):
+        return "interrupted before an epoch finished: run the same command again"
+    return f"interrupted; the last finished epoch is saved: resume with --resume --out {folder.path}"
 
 
-def _identity(plan: Plan, scheme) -> dict:
-    """What a checkpoint records of the run it belongs to, and what resuming compares."""
+def _session(plan: Plan, scheme: Scheme, group: Group, amp: str | None) -> dict[str, Any]:
+    """What run.json records of this run and of the process running it (a resume records a session)."""
+    import torch
+
+    from daic.runtime import native
+
+    from ..about import environment, git_commit
+
+    on_cpu = group.device.type == "cpu"
     return {
         "scheme": plan.scheme.node.name,
-        "dataset": plan.scheme.built.args["data"].decl.name,
         "seed": scheme.seed,
-        "optimizer_type": type(scheme.optimizer).__name__,
+        "epochs": scheme.epochs,
+        "sources_commit": git_commit(Path(plan.scheme_path).resolve().parent),
+        "device": str(group.device),
+        "cuda_device": None if on_cpu else torch.cuda.get_device_name(group.device),
+        "processes": group.world,
+        "amp": amp,
+        "threads": torch.get_num_threads(),
+        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
+        "native_kernels": native.status() if on_cpu else "not used off the CPU",
+        "versions": environment(),
+        "command": sys.argv,
+        "started": time.time(),
     }
-
-
-def _save_epoch(folder: RunFolder, row: dict, trainer, plan: Plan, scheme) -> None:
-    """The epoch's metrics row, then its checkpoint. Metrics first: a crash between the two leaves a row the
-    checkpoint does not cover, which `history` drops on resume, rather than a checkpoint whose epoch has
-    no row."""
-    from daic.runtime.checkpoint import save_atomic
-
-    state = {
-        **trainer.state_dict(),
-        **_identity(plan, scheme),
-        "epoch": row["epoch"],
-        "epsilon": trainer.epsilon(row["epoch"]),
-        "relu": scheme.relu,
-    }
-    try:
-        folder.append_metrics(row)
-        save_atomic(state, folder.checkpoint)
-    except (OSError, RuntimeError) as exc:  # torch.save reports a full disk as a RuntimeError
-        before = row["epoch"] - 1
-        saved = (
-            f"epoch {before} is saved: resume with --resume --out {folder.path}"
-            if before
-            else "nothing is saved"
-        )
-        reason = getattr(exc, "strerror", None) or str(exc).splitlines()[0]
-        raise RunError(f"cannot save epoch {row['epoch']} in {folder.path} ({reason}); {saved}") from None
 
 
 def _main_first(group: Group, action: Callable[[], T]) -> T | None:

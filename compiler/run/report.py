@@ -2,7 +2,33 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+import io
+import json
+
+from .errors import RunError
+from .folder import RunFolder
+
+
+def write_report(folder: RunFolder, history: list[dict]) -> dict:
+    """summary.json, summary.txt and metrics.png, each written whole or not at all; returns the summary. A
+    full disk loses nothing: every epoch is saved already, and --resume writes the report again."""
+    summary = summarize(history)
+    files = {
+        "summary.json": json.dumps(summary, indent=2) + "\n",
+        "summary.txt": summary_text(summary) + "\n",
+    }
+    try:
+        for name, text in files.items():
+            folder.write(name, text.encode("utf-8"))
+        if history:
+            folder.write("metrics.png", plot_metrics(history))
+    except OSError as exc:
+        raise RunError(
+            f"cannot write the report in {folder.path} ({exc.strerror or exc}); every epoch is saved: free "
+            f"some space and run the same command with --resume --out {folder.path} to write it",
+            exit_code=2,
+        ) from None
+    return summary
 
 
 def summarize(history: list[dict]) -> dict:
@@ -28,15 +54,14 @@ def summary_text(summary: dict) -> str:
     return f"{head}\n{body}"
 
 
-def plot_metrics(history: list[dict], path: Path) -> None:
-    """Loss and every percentage against epochs, as one PNG."""
+def plot_metrics(history: list[dict]) -> bytes:
+    """Loss and every percentage against epochs, as one PNG. Drawn in memory, so that a disk that fills
+    while it is written leaves no half an image (the caller writes it whole)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    if not history:
-        return
     epochs = [r["epoch"] for r in history]
     percent = sorted({k for r in history for k in r if k.startswith(("Acc", "Ver", "MI-", "PGD"))})
     figure, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
@@ -49,5 +74,9 @@ def plot_metrics(history: list[dict], path: Path) -> None:
     if percent:
         right.legend()
     figure.tight_layout()
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
+    image = io.BytesIO()
+    try:
+        figure.savefig(image, format="png", dpi=100)
+    finally:
+        plt.close(figure)
+    return image.getvalue()

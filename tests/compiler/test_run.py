@@ -107,6 +107,9 @@ class Quiet:
 
         return update
 
+    def evaluation(self, *args):
+        pass
+
     def evaluating(self, *args):
         pass
 
