@@ -257,13 +257,13 @@ def _main_first(group: Group, action: Callable[[], T]) -> T | None:
 def _load_data(scheme, data_root: str | None, download: bool, group: Group):
     """The data set, read by every process; rank 0 reads (and, with --download, fetches) it first, so
     that processes on one machine never download into the same folder at once."""
-    from daic.runtime.data import DataError
+    from daic.runtime.data import DataError, NoDataFolder
 
     def read():
         try:
             return scheme.data.load(data_root, download)
         except DataError as exc:
-            raise RunError(str(exc)) from None
+            raise RunError(str(exc), exit_code=2 if isinstance(exc, NoDataFolder) else 1) from None
 
     data = _main_first(group, read)
     return data if group.is_main else read()

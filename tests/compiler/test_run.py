@@ -3,6 +3,7 @@ run folder, and an interrupted run resumes to exactly the numbers of an uninterr
 
 import json
 import math
+import os
 import signal
 import subprocess
 import sys
@@ -210,8 +211,38 @@ def test_run_errors_are_messages_not_tracebacks(tmp_path, tiny_scheme):
         f'scheme C extends Adv5ISLPA_R18 {{ net = "{STDLIB}/nets/cifar10_ffnn.net" }}\n'
     )
     result = CliRunner().invoke(main, ["run", str(cifar), "--out", str(tmp_path / "c")])
-    assert result.exit_code == 1 and "pass --data DIR" in result.stderr
+    assert result.exit_code == 2 and "pass --data DIR" in result.stderr
     assert not (tmp_path / "c").exists()
+
+
+def test_seed_and_threads_come_from_the_command_line_and_are_recorded(tiny_scheme, tmp_path, monkeypatch):
+    out = tmp_path / "run"
+    command = ["run", str(tiny_scheme), "--out", str(out), "--epochs", "1", "--seed", "7"]
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    try:
+        result = CliRunner().invoke(main, [*command, "--threads", "2"])
+    finally:
+        torch.set_num_threads(1)  # the tests' setting
+    assert result.exit_code == 0, result.output
+    record = json.loads((out / "run.json").read_text())
+    assert (record["seed"], record["threads"], record["OMP_NUM_THREADS"]) == (7, 2, "2")
+    assert torch.load(out / "checkpoint.pt", weights_only=True)["seed"] == 7
+    result = CliRunner().invoke(
+        main, ["run", str(tiny_scheme), "--out", str(out), "--epochs", "2", "--resume"]
+    )
+    assert result.exit_code == 2 and "\n  seed: was 7, now 0\n" in result.stderr
+    result = CliRunner().invoke(main, [*command[:4], "--epochs", "2", "--seed", "7", "--resume"])
+    assert result.exit_code == 0, result.output
+    assert json.loads((out / "run.json").read_text())["resumed"][0]["threads"] == 1
+
+
+def test_omp_num_threads_is_respected_without_threads(tiny_scheme, tmp_path):
+    out = tmp_path / "run"
+    command = [sys.executable, "-m", "daic", "run", str(tiny_scheme), "--out", str(out), "--epochs", "1"]
+    done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stderr
+    record = json.loads((out / "run.json").read_text())
+    assert (record["threads"], record["OMP_NUM_THREADS"]) == (1, "1")
 
 
 @pytest.mark.slow
