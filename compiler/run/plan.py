@@ -13,6 +13,7 @@ from daic.dsl.format import INDENT, flat, layer_text
 from daic.dsl.parser import parse_net
 
 from ..check import check_source
+from ..constructors import SCHEME_DECL
 from ..elaborate import did_you_mean
 from ..lower import lower_network, lower_value
 from ..network import Network, analyze_net
@@ -37,16 +38,16 @@ class Plan:
     net_tree: A.NetFile
     network: Network
 
-    def source_of(self, field: str) -> str | None:
+    def source_of(self, field: str) -> str:
         """A field of the run's scheme as its source wrote it (formatted on one line), in the scheme or the
-        base it extends; None for a field left at its default."""
+        base it extends, or as the declaration writes its default."""
         info: SchemeInfo | None = self.scheme
         while info is not None:
             written = info.node.get_field(field)
             if written is not None:
                 return flat(written.value)
             info = info.base
-        return None
+        return SCHEME_DECL.param(field).default_text()
 
 
 def plan_run(scheme_path: str, scheme_name: str | None, net_override: str | None) -> Plan:
