@@ -138,8 +138,12 @@ class RunFolder:
             self.write_record({**self.record(), "finished": when})
 
     def append_metrics(self, row: dict) -> None:
+        """The epoch's row, on disk before its checkpoint is (a crash of the machine must not keep the
+        checkpoint and lose the row)."""
         with open(self.metrics, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(row) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
 
     def save_checkpoint(self, state: dict[str, Any]) -> None:
         from daic.runtime.checkpoint import save_atomic
