@@ -4,6 +4,7 @@ reading of checkpoints that `--resume` shares with them."""
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from collections.abc import Mapping
 from dataclasses import replace
@@ -85,7 +86,7 @@ def load_trained(net_path: str, weights: str, dataset: str | None):
     """The lowered network with the checkpoint's weights, its checkpoint, and the data set declaration."""
     import torch
 
-    state = read_checkpoint(weights, "pass a checkpoint that `daic run` wrote")
+    state = read_checkpoint(weights, "pass a whole checkpoint of `daic run`")
     data_decl = _dataset(dataset or state.get("dataset"), given=dataset is not None)
     try:
         source = read(net_path)
@@ -134,8 +135,9 @@ def _dataset(name: object, given: bool):
 
 def export_onnx(model, input_shape: tuple[int, ...], path: Path) -> float:
     """Write the concrete network as ONNX, check it with onnx's checker, and compare onnxruntime's output
-    with PyTorch's on random inputs; returns the largest difference (or -1 without onnxruntime). The file
-    is written beside its target and renamed once checked, so a failure leaves no half-written file."""
+    with PyTorch's on random inputs; returns the largest difference (or -1 without onnxruntime). The files
+    (the model and the weights it names beside it, `NAME.data`) are made in a temporary folder beside the
+    target and moved into place once checked, so a failure leaves nothing half-written."""
     import torch
 
     try:
@@ -146,29 +148,29 @@ def export_onnx(model, input_shape: tuple[int, ...], path: Path) -> float:
     example = torch.rand(2, *input_shape)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        os.close(fd)
+        work = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
     except OSError as exc:
         raise RunError(f"cannot write {path}: {exc.strerror or exc}", exit_code=2) from None
-    tmp = Path(name)
+    staged = work / path.name
     try:
         torch.onnx.export(
             model,
             (example,),
-            str(tmp),
+            str(staged),
             dynamo=True,
             verbose=False,
             input_names=["input"],
             output_names=["logits"],
             dynamic_shapes=({0: torch.export.Dim("batch")},),
         )
-        onnx.checker.check_model(onnx.load(str(tmp)))
-        difference = _compare_with_onnxruntime(model, tmp, input_shape)
-        os.replace(tmp, path)
+        onnx.checker.check_model(onnx.load(str(staged)))
+        difference = _compare_with_onnxruntime(model, staged, input_shape)
+        for made in sorted(work.iterdir(), key=lambda p: p == staged):  # the model last: it names the rest
+            os.replace(made, path.parent / made.name)
     except OSError as exc:
         raise RunError(f"cannot write {path}: {exc.strerror or exc}", exit_code=2) from None
     finally:
-        tmp.unlink(missing_ok=True)
+        shutil.rmtree(work, ignore_errors=True)
     return difference
 
 

@@ -52,7 +52,7 @@ def test_a_damaged_checkpoint_is_refused(checkpoint, tmp_path, command):
     result = daic(command, FFNN, "--weights", damaged, *extra)
     assert result.exit_code == 2
     assert result.stderr.startswith(f"daic: {damaged} is damaged (its record ")
-    assert "does not match its checksum); pass a checkpoint that `daic run` wrote" in result.stderr
+    assert "does not match its checksum); pass a whole checkpoint of `daic run`" in result.stderr
     assert not (tmp_path / "m.onnx").exists()
 
 
@@ -98,3 +98,17 @@ def test_export_into_a_read_only_folder_is_a_message(checkpoint, tmp_path, monke
     result = daic("export", FFNN, "--weights", checkpoint, "--onnx", target)
     assert (result.exit_code, result.stderr) == (2, f"daic: cannot write {target}: Read-only file system\n")
     assert "Traceback" not in result.output and not target.exists()
+
+
+@pytest.mark.slow
+def test_export_writes_the_model_and_the_weights_it_names(checkpoint, tmp_path):
+    import onnx
+
+    target = tmp_path / "out" / "m.onnx"
+    result = daic("export", FFNN, "--weights", checkpoint, "--onnx", target)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith(f"wrote {target} (onnx checker passed")
+    assert sorted(p.name for p in target.parent.iterdir()) == ["m.onnx", "m.onnx.data"]
+    model = onnx.load(str(target), load_external_data=False)
+    locations = {e.value for t in model.graph.initializer for e in t.external_data if e.key == "location"}
+    assert locations == {"m.onnx.data"}
