@@ -99,9 +99,10 @@ def execute(
             raise RunError(str(exc), exit_code=2) from None
         data = _load_data(scheme, data_root, download, group)
         stop_point("data-loaded")
-        session = _session(plan, scheme, group, amp)
         checkpoint = group.broadcast(
-            _main_first(group, lambda: open_run(folder, plan, scheme, resume, session))
+            _main_first(
+                group, lambda: open_run(folder, plan, scheme, resume, _session(plan, scheme, group, amp))
+            )
         )
         trainer = Trainer(model, scheme, data, group=group, amp=amp)
         start = 0

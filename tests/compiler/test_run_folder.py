@@ -183,16 +183,22 @@ def test_a_run_removes_its_stale_temporary_files(scheme, tmp_path):
     assert not (fresh / ".checkpoint.pt.q.tmp").exists()
 
 
+def resume_on_a_full_disk(scheme, out, monkeypatch, only: str, room: int) -> RunError:
+    """The error of resuming the run in `out` to 2 epochs, where files whose names start with `only` find
+    the disk full after `room` bytes."""
+    with monkeypatch.context() as patch:
+        fill_disk_after(patch, room=room, only=only)
+        with pytest.raises(RunError) as info:
+            run(scheme, out, epochs=2, resume=True)
+    assert info.value.exit_code == 2
+    return info.value
+
+
 def test_a_full_disk_loses_nothing(scheme, tmp_path, monkeypatch):
     out = tmp_path / "run"
     run(scheme, out)
     saved, plot = (out / "checkpoint.pt").read_bytes(), (out / "metrics.png").read_bytes()
-    with monkeypatch.context() as patch:
-        fill_disk_after(patch, room=5000, only=".checkpoint.pt.")
-        with pytest.raises(RunError) as info:
-            run(scheme, out, epochs=2, resume=True)
-    assert info.value.exit_code == 2
-    assert str(info.value) == (
+    assert str(resume_on_a_full_disk(scheme, out, monkeypatch, ".checkpoint.pt.", room=5000)) == (
         f"cannot save epoch 2 in {out} (No space left on device); epoch 1 is saved: "
         f"resume with --resume --out {out}"
     )
@@ -201,12 +207,7 @@ def test_a_full_disk_loses_nothing(scheme, tmp_path, monkeypatch):
 
     # The disk fills after the last epoch, while the report is written: the epochs are saved, the plot is
     # the last one written whole, and --resume writes the report.
-    with monkeypatch.context() as patch:
-        fill_disk_after(patch, room=1000, only=".metrics.png.")
-        with pytest.raises(RunError) as info:
-            run(scheme, out, epochs=2, resume=True)
-    assert info.value.exit_code == 2
-    assert str(info.value) == (
+    assert str(resume_on_a_full_disk(scheme, out, monkeypatch, ".metrics.png.", room=1000)) == (
         f"cannot write the report in {out} (No space left on device); every epoch is saved: free some "
         f"space and run the same command with --resume --out {out} to write it"
     )

@@ -21,19 +21,7 @@ from click.testing import CliRunner
 from daic.compiler.cli import main
 from daic.compiler.run.stops import STOP_POINTS, STOP_VARIABLE
 
-from .test_run import STDLIB
-
-SCHEME = """scheme Tiny {
-    net = "%s"
-    data = Digits(subset=100)
-    epsilon = 0.05
-    goal = Mix(Point, Sub(Lin(0, 1, 2, 0), Box), Lin(0, 0.5, 2, 0))
-    epochs = 2
-    batch = 50
-    optimizer = Adam(lr=0.003)
-    test = [Accuracy, Verify(Box)]
-}
-"""
+from .test_run import DIGITS_SCHEME, STDLIB
 
 # Where a kill leaves a folder whose first epoch is saved: only --resume continues it. (SIGTERM while a
 # checkpoint is written waits until it is in place, so there it leaves a saved epoch too.)
@@ -44,14 +32,14 @@ FAST = {("recorded", "SIGKILL")}  # the gap the first report of this fell into; 
 @pytest.fixture(scope="module")
 def scheme(tmp_path_factory):
     path = tmp_path_factory.mktemp("sources") / "tiny.dai"
-    path.write_text(SCHEME % (STDLIB / "nets" / "digits_ffnn.net"))
+    path.write_text(DIGITS_SCHEME % (STDLIB / "nets" / "digits_ffnn.net"))
     return path
 
 
 @pytest.fixture(scope="module")
 def uninterrupted(scheme, tmp_path_factory):
     out = tmp_path_factory.mktemp("whole") / "run"
-    result = CliRunner().invoke(main, ["run", str(scheme), "--out", str(out)])
+    result = CliRunner().invoke(main, ["run", str(scheme), "--out", str(out), "--epochs", "2"])
     assert result.exit_code == 0, result.output
     return out
 
@@ -61,12 +49,12 @@ def daic_run(scheme: Path, out: Path, *options: str, stop: str | None = None):
     env.pop(STOP_VARIABLE, None)
     if stop is not None:
         env[STOP_VARIABLE] = stop
-    command = [sys.executable, "-m", "daic", "run", str(scheme), "--out", str(out), *options]
+    command = [sys.executable, "-m", "daic", "run", str(scheme), "--out", str(out), "--epochs", "2", *options]
     return subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
 
 
 def continue_run(scheme: Path, out: Path, *options: str):
-    return CliRunner().invoke(main, ["run", str(scheme), "--out", str(out), *options])
+    return CliRunner().invoke(main, ["run", str(scheme), "--out", str(out), "--epochs", "2", *options])
 
 
 def assert_finished_like(out: Path, whole: Path) -> None:
@@ -91,7 +79,7 @@ CASES = [
 def test_a_kill_at_any_point_leaves_a_folder_that_continues(scheme, uninterrupted, tmp_path, point, signal):
     out = tmp_path / "run"
     if point == "resumed":
-        assert daic_run(scheme, out, "--epochs", "1").returncode == 0
+        assert daic_run(scheme, out, "--epochs", "1").returncode == 0  # the last --epochs counts
         killed = daic_run(scheme, out, "--resume", stop=f"{point}:{signal}")
     else:
         killed = daic_run(scheme, out, stop=f"{point}:{signal}")
