@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-TEST_PREFIXES = ("Acc", "Ver", "MI-", "PGD")
+from .run.report import test_results
 
 
 class RunDisplay:
@@ -91,7 +91,7 @@ class RunDisplay:
     def epoch_done(self, row: dict) -> None:
         """One line per epoch: its loss, epsilon and the goal's schedules, and the test results after an
         evaluation. The header is printed again when the columns change."""
-        tests = [k for k in row if k.startswith(TEST_PREFIXES)] or self.columns
+        tests = list(test_results(row)) or self.columns
         schedules = list(row.get("schedules", {})) or self.schedules
         if not self._header_shown or (tests, schedules) != (self.columns, self.schedules):
             self.columns, self.schedules = tests, schedules

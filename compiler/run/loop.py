@@ -100,9 +100,7 @@ def execute(
         data = _load_data(scheme, data_root, download, group)
         stop_point("data-loaded")
         checkpoint = group.broadcast(
-            _main_first(
-                group, lambda: open_run(folder, plan, scheme, resume, _session(plan, scheme, group, amp))
-            )
+            _main_first(group, lambda: open_run(folder, plan, scheme, resume, _session(group, amp)))
         )
         trainer = Trainer(model, scheme, data, group=group, amp=amp)
         start = 0
@@ -210,20 +208,16 @@ def _after_interrupt(folder: RunFolder) -> str:
     return f"interrupted; the last finished epoch is saved: resume with --resume --out {folder.path}"
 
 
-def _session(plan: Plan, scheme: Scheme, group: Group, amp: str | None) -> dict[str, Any]:
-    """What run.json records of this run and of the process running it (a resume records a session)."""
+def _session(group: Group, amp: str | None) -> dict[str, Any]:
+    """What run.json records of the process that runs (or resumes) the run."""
     import torch
 
     from daic.runtime import native
 
-    from ..about import environment, git_commit
+    from ..about import environment
 
     on_cpu = group.device.type == "cpu"
     return {
-        "scheme": plan.scheme.node.name,
-        "seed": scheme.seed,
-        "epochs": scheme.epochs,
-        "sources_commit": git_commit(Path(plan.scheme_path).resolve().parent),
         "device": str(group.device),
         "cuda_device": None if on_cpu else torch.cuda.get_device_name(group.device),
         "processes": group.world,

@@ -137,13 +137,15 @@ def definition(plan: Plan, scheme: Scheme) -> dict[str, object]:
 def changes(recorded: dict, current: dict[str, object]) -> list[str]:
     """What differs between the definition a run recorded and the current one, one item per field and per
     changed stretch of the network."""
-    before, now = recorded.get("scheme", {}), current["scheme"]
+    before, now = recorded.get("scheme"), current["scheme"]
+    before = before if isinstance(before, dict) else {}
     found = [
         f"{name}: was {before.get(name, 'unset')}, now {now.get(name, 'unset')}"
         for name in dict.fromkeys([*before, *now])
         if before.get(name) != now.get(name)
     ]
-    old_net, new_net = recorded.get("net", []), current["net"]
+    old_net, new_net = recorded.get("net"), current["net"]
+    old_net = old_net if isinstance(old_net, list) else []
     matcher = difflib.SequenceMatcher(a=old_net, b=new_net, autojunk=False)
     for tag, a0, a1, b0, b1 in matcher.get_opcodes():
         if tag != "equal":

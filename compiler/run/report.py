@@ -31,13 +31,18 @@ def write_report(folder: RunFolder, history: list[dict]) -> dict:
     return summary
 
 
+def test_results(row: dict) -> dict[str, float]:
+    """The test results of a metrics row (present after an evaluation), by column."""
+    return {k: v for k, v in row.items() if k.startswith(("Acc", "Ver", "MI-", "PGD"))}
+
+
 def summarize(history: list[dict]) -> dict:
     """The paper's columns: seconds per epoch, and the last evaluation's percentages."""
-    evaluated = [r for r in history if any(k.startswith(("Acc", "Ver", "MI-", "PGD")) for k in r)]
+    evaluated = [r for r in history if test_results(r)]
     final = evaluated[-1] if evaluated else {}
     seconds = [r["seconds"] for r in history]
     summary = {"epochs": len(history), "s/epoch": sum(seconds) / max(1, len(seconds))}
-    summary.update({k: v for k, v in final.items() if k.startswith(("Acc", "Ver", "MI-", "PGD"))})
+    summary.update(test_results(final))
     return summary
 
 
@@ -63,7 +68,7 @@ def plot_metrics(history: list[dict]) -> bytes:
     import matplotlib.pyplot as plt
 
     epochs = [r["epoch"] for r in history]
-    percent = sorted({k for r in history for k in r if k.startswith(("Acc", "Ver", "MI-", "PGD"))})
+    percent = sorted({k for r in history for k in test_results(r)})
     figure, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
     left.plot(epochs, [r["loss"] for r in history], marker="o")
     left.set(xlabel="epoch", ylabel="training loss", title="Loss")

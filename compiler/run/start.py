@@ -3,8 +3,10 @@ checkpoint it resumes from."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..about import git_commit
 from .errors import RunError
 from .folder import RunFolder, State, source_copies
 from .plan import Plan, changes, definition
@@ -13,33 +15,34 @@ from .stops import stop_point
 if TYPE_CHECKING:
     from daic.runtime.scheme import Scheme
 
-# What each session of a run records of its own, besides what run.json says of the run (on a resume, it
-# goes into the list of sessions under "resumed").
-SESSION_FIELDS = ("device", "processes", "amp", "threads", "native_kernels", "command", "versions")
-
 
 def open_run(folder: RunFolder, plan: Plan, scheme: Scheme, resume: bool, session: dict[str, Any]):
-    """Makes the folder ready for this run (rank 0 alone calls this). Returns the checkpoint to resume from,
-    or None when the run starts at its first epoch: a folder with nothing of a run, or a run that saved no
+    """Makes the folder ready for this run (rank 0 alone calls this); `session` is what run.json records
+    of the process that runs it (device, threads, versions, ...). Returns the checkpoint to resume from, or
+    None when the run starts at its first epoch: a folder with nothing of a run, or a run that saved no
     epoch, starts (again) with or without --resume; one with a checkpoint continues with --resume only."""
     state = folder.state()
     if state in (State.NOTHING, State.STARTED):
-        record = {**session, "definition": definition(plan, scheme)}
+        record = {
+            "scheme": plan.scheme.node.name,
+            "seed": scheme.seed,
+            "epochs": scheme.epochs,
+            "definition": definition(plan, scheme),
+            "sources_commit": git_commit(Path(plan.scheme_path).resolve().parent),
+            **session,
+        }
         folder.begin(source_copies(plan, folder.path), record)
         return None
     if not resume:
-        what = (
-            "a finished run: pass --resume with more --epochs to extend it"
-            if state is State.FINISHED
-            else ("a run: pass --resume to continue it")
-        )
+        what = "a run: pass --resume to continue it"
+        if state is State.FINISHED:
+            what = "a finished run: pass --resume with more --epochs to extend it"
         raise RunError(f"{folder.path} already holds {what}, or choose another --out", exit_code=2)
     record = folder.record()
     _refuse_other_sources(folder, record, plan, scheme)
     folder.remove_temporaries(record.get("files", []))
     checkpoint = _resumable(folder, plan, scheme)
-    this = {"after_epoch": checkpoint["epoch"], "epochs": scheme.epochs, "started": session["started"]}
-    this.update({k: session[k] for k in SESSION_FIELDS if k in session})
+    this = {"after_epoch": checkpoint["epoch"], "epochs": scheme.epochs, **session}
     record = {**record, "epochs": scheme.epochs, "resumed": [*record.get("resumed", []), this]}
     record.pop("finished", None)  # until the report is written again
     folder.write_record(record)
