@@ -300,6 +300,7 @@ def test_seed_and_threads_come_from_the_command_line_and_are_recorded(tiny_schem
     assert json.loads((out / "run.json").read_text())["resumed"][0]["threads"] == 1
 
 
+@pytest.mark.slow
 def test_omp_num_threads_is_respected_without_threads(tiny_scheme, tmp_path):
     out = tmp_path / "run"
     command = [sys.executable, "-m", "daic", "run", str(tiny_scheme), "--out", str(out), "--epochs", "1"]
