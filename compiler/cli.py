@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, NoReturn
 
 import click
 
-from daic import __version__
 from daic.dsl import diagnostics as D
 from daic.dsl.format import format_tree
 
@@ -41,8 +40,24 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "s")
 
 
+def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    if not value or ctx.resilient_parsing:
+        return
+    from .about import version_text
+
+    click.echo(version_text())
+    ctx.exit()
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="daic")
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_print_version,
+    help="Show the versions of daic, Python, torch and CUDA, daic's git commit and the host, and exit.",
+)
 def main() -> None:
     """daic: certified training of neural networks from .net and .dai sources."""
 
@@ -213,6 +228,25 @@ def show(net: str, input_shape: str | None, classes: int | None) -> None:
     sys.exit(1 if errors else 0)
 
 
+THREADS = click.option(
+    "--threads",
+    type=click.IntRange(min=1),
+    help="CPU threads for PyTorch (default: OMP_NUM_THREADS if set, else one per core). Where other jobs "
+    "share the cores, fewer threads often run faster.",
+)
+
+
+def _use_threads(threads: int | None) -> None:
+    """--threads for this process, and for those it starts (torchrun's workers read OMP_NUM_THREADS);
+    without it, PyTorch follows OMP_NUM_THREADS itself."""
+    if threads is None:
+        return
+    import torch
+
+    os.environ["OMP_NUM_THREADS"] = str(threads)
+    torch.set_num_threads(threads)
+
+
 @main.command()
 @click.argument("scheme_file", metavar="SCHEME.dai", type=click.Path(dir_okay=False))
 @click.option(
@@ -222,6 +256,12 @@ def show(net: str, input_shape: str | None, classes: int | None) -> None:
 @click.option("--data", "data_root", type=click.Path(file_okay=False), help="Folder of the data set's files.")
 @click.option("--download", is_flag=True, help="Fetch the data set into --data if it is not there.")
 @click.option("--epochs", type=click.IntRange(min=1), help="Train this many epochs instead of the scheme's.")
+@click.option(
+    "--seed",
+    type=click.IntRange(min=0),
+    metavar="N",
+    help="Seed every random stream with N (not the scheme's).",
+)
 @click.option(
     "--device", default="auto", show_default=True, help="cpu, cuda, cuda:N, or auto (CUDA when present)."
 )
@@ -240,6 +280,7 @@ def show(net: str, input_shape: str | None, classes: int | None) -> None:
     flag_value="bf16",
     help="Mixed precision for the concrete passes (bf16 when given alone); abstract ones stay float32.",
 )
+@THREADS
 @click.pass_context
 def run(
     ctx: click.Context,
@@ -249,16 +290,19 @@ def run(
     data_root: str | None,
     download: bool,
     epochs: int | None,
+    seed: int | None,
     device: str,
     out: str | None,
     resume: bool,
     nproc_per_node: int | None,
     amp: str | None,
+    threads: int | None,
 ) -> None:
     """Train, attack and certify a network with a training scheme."""
     from .display import RunDisplay, Silent
     from .run import RunError, execute, plan_run, summary_text
 
+    _use_threads(threads)
     if nproc_per_node and nproc_per_node > 1:
         _launch_workers(ctx, nproc_per_node, scheme_file, scheme_name, net, device)
     group = _join_group(device)
@@ -277,6 +321,7 @@ def run(
                 display=RunDisplay(processes=group.world) if group.is_main else Silent(),
                 group=group,
                 amp=amp,
+                seed=seed,
             )
         except KeyboardInterrupt:  # the training loop reports its own; this is before it began
             raise RunError(
@@ -433,6 +478,7 @@ def _exit_status(failed: ChildFailedError) -> int:
 @click.option("--download", is_flag=True, help="Fetch the data set into --data if it is not there.")
 @click.option("--limit", type=click.IntRange(min=1), help="Only the first N test images.")
 @click.option("--device", default="auto", show_default=True, help="cpu, cuda, cuda:N, or auto.")
+@THREADS
 def verify(
     net: str,
     weights: str,
@@ -444,6 +490,7 @@ def verify(
     download: bool,
     limit: int | None,
     device: str,
+    threads: int | None,
 ) -> None:
     """Certify a trained network on its test set and print the table."""
     from rich.console import Console
@@ -458,6 +505,7 @@ def verify(
     from .types import DOMAIN
     from .weights import load_trained
 
+    _use_threads(threads)
     try:
         chosen = [lower_value(check_expression(d, DOMAIN)) for d in dict.fromkeys(domains)]
     except ExpressionError as exc:

@@ -37,6 +37,7 @@ class SchemeInfo:
     net_dir: Path | None = None  # where the file that sets `net` lives: its path is relative to that
     network: Network | None = None
     net_path: str | None = None
+    base: SchemeInfo | None = None  # the scheme it extends, once found
 
 
 @dataclass
@@ -300,7 +301,7 @@ class _ModuleChecker:
             return info
         node = info.node
         base_values: dict[str, object] = {}
-        base = self._base(info, chain)
+        base = info.base = self._base(info, chain)
         if base is not None and base.built is not None:
             base_values = {k: base.built.args[k] for k in base.explicit}
             info.net_dir = base.net_dir

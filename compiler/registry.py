@@ -53,8 +53,12 @@ class Param:
     def signature_text(self) -> str:
         text = f"{self.name}: {self.type}"
         if not self.required:
-            text += f" = {_default_text(self.default)}"
+            text += f" = {self.default_text()}"
         return text
+
+    def default_text(self) -> str:
+        """The default as the language writes it (`[Accuracy, Verify]`)."""
+        return _default_text(self.default)
 
 
 def _num(value: float | None) -> str:

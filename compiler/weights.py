@@ -1,38 +1,97 @@
-"""Trained networks outside a run: `daic verify` (certify a checkpoint) and `daic export` (to ONNX)."""
+"""Trained networks outside a run: `daic verify` (certify a checkpoint) and `daic export` (to ONNX); and the
+reading of checkpoints that `--resume` shares with them."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from daic.dsl.parser import parse_net
 
 from .constructors import REGISTRY
+from .elaborate import did_you_mean
 from .lower import lower_network
 from .network import analyze_net
-from .run import RunError
-from .sources import read
+from .run.errors import RunError
+from .sources import UsageError, read
+
+if TYPE_CHECKING:
+    from torch import nn
+
+
+def read_checkpoint(path: str | Path, remedy: str) -> dict[str, Any]:
+    """The checkpoint at `path`, checked whole; a file that is missing, unreadable or damaged is a RunError
+    (exit 2) that says which, followed by `remedy` (what the user can do about it)."""
+    from daic.runtime.checkpoint import DamagedCheckpoint, load
+
+    try:
+        state = load(path)
+    except FileNotFoundError:
+        raise RunError(f"{path} does not exist", exit_code=2) from None
+    except OSError as exc:
+        raise RunError(f"cannot read {path}: {exc.strerror or exc}", exit_code=2) from None
+    except DamagedCheckpoint as exc:
+        raise RunError(f"{path} is damaged ({exc}); {remedy}", exit_code=2) from None
+    except Exception as exc:  # torch.load raises many kinds (pickle, runtime) for an archive it cannot use
+        raise RunError(
+            f"{path} is not a checkpoint daic can read ({exc.__class__.__name__}: {_first_line(exc)}); "
+            f"{remedy}",
+            exit_code=2,
+        ) from None
+    if not isinstance(state, dict):
+        raise RunError(f"{path} is not a checkpoint of `daic run` (it holds no state); {remedy}", exit_code=2)
+    return state
+
+
+def weights_mismatch(model: nn.Module, saved: object) -> str | None:
+    """Why `saved` (a state dict) cannot be loaded into `model`: the weights it lacks, the ones it has
+    that the network does not, and those of another shape; None when it fits."""
+    if not isinstance(saved, Mapping):
+        return "it holds no network weights"
+    own = model.state_dict()
+    missing = [k for k in own if k not in saved]
+    extra = [k for k in saved if k not in own]
+    shapes = {k: list(getattr(saved[k], "shape", ())) for k in own if k in saved}
+    reshaped = [
+        f"{k} is {shape} in the checkpoint, {list(own[k].shape)} in the network"
+        for k, shape in shapes.items()
+        if shape != list(own[k].shape)
+    ]
+    problems = []
+    if missing:
+        problems.append(f"it lacks {_some(missing)}")
+    if extra:
+        problems.append(f"it has {_some(extra)}, which the network does not")
+    if reshaped:
+        problems.append(_some(reshaped))
+    return "; ".join(problems) or None
+
+
+def _some(items: list[str], shown: int = 3) -> str:
+    more = len(items) - shown
+    return ", ".join(items[:shown]) + (f" and {more} more" if more > 0 else "")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else "no details"
 
 
 def load_trained(net_path: str, weights: str, dataset: str | None):
     """The lowered network with the checkpoint's weights, its checkpoint, and the data set declaration."""
     import torch
 
-    from daic.runtime.checkpoint import load
-
+    state = read_checkpoint(weights, "pass a whole checkpoint of `daic run`")
+    data_decl = _dataset(dataset or state.get("dataset"), given=dataset is not None)
     try:
-        state = load(weights)
-    except Exception as exc:  # torch.load raises many kinds (pickle, zip, runtime) for a file it cannot read
-        raise RunError(
-            f"{weights}: not a checkpoint daic can read ({exc.__class__.__name__})", exit_code=2
-        ) from None
-    name = dataset or state.get("dataset")
-    decls = [d for d in REGISTRY.lookup(name or "") if d.category == "dataset"]
-    if not decls:
-        known = ", ".join(REGISTRY.names("dataset"))
-        raise RunError(f"name the data set with --dataset ({known})", exit_code=2)
-    data_decl = decls[0]
-    source = read(net_path)
+        source = read(net_path)
+    except UsageError as exc:
+        raise RunError(str(exc), exit_code=2) from None
     if source.problem is not None:
         raise RunError(f"{net_path} cannot be read", [source.problem])
     parsed = parse_net(source.text)
@@ -42,20 +101,43 @@ def load_trained(net_path: str, weights: str, dataset: str | None):
     if any(d.is_error for d in problems):
         raise RunError(f"{net_path} does not fit {data_decl.name}", problems)
     model = lower_network(network)
-    model_state = state.get("model", state)
-    try:
-        model.load_state_dict(model_state)
-    except (RuntimeError, KeyError) as exc:
+    saved = state.get("model", state)
+    mismatch = weights_mismatch(model, saved)
+    if mismatch is not None:
         raise RunError(
-            f"{weights} does not hold weights for {net_path}: {str(exc).splitlines()[0]}", exit_code=1
-        ) from None
+            f"{weights} does not hold weights for {net_path}: {mismatch}; pass the network it was trained "
+            "with",
+            exit_code=2,
+        )
+    model.load_state_dict(saved)
     torch.set_grad_enabled(True)
     return model, state, data_decl, network
 
 
+def _dataset(name: object, given: bool):
+    """The declaration of the data set `name` (given with --dataset, or the checkpoint's)."""
+    known = REGISTRY.names("dataset")
+    decls = [d for d in REGISTRY.lookup(name) if d.category == "dataset"] if isinstance(name, str) else []
+    if decls:
+        return decls[0]
+    if not given:
+        raise RunError(
+            f"the checkpoint does not name its data set: pass --dataset ({', '.join(known)})", exit_code=2
+        )
+    hint = did_you_mean(str(name), known)
+    raise RunError(
+        f"--dataset {name}: no such data set"
+        + (f"; {hint}" if hint else "")
+        + f" (known: {', '.join(known)})",
+        exit_code=2,
+    )
+
+
 def export_onnx(model, input_shape: tuple[int, ...], path: Path) -> float:
     """Write the concrete network as ONNX, check it with onnx's checker, and compare onnxruntime's output
-    with PyTorch's on random inputs; returns the largest difference (or -1 without onnxruntime)."""
+    with PyTorch's on random inputs; returns the largest difference (or -1 without onnxruntime). The files
+    (the model and the weights it names beside it, `NAME.data`) are made in a temporary folder beside the
+    target and moved into place once checked, so a failure leaves nothing half-written."""
     import torch
 
     try:
@@ -64,18 +146,37 @@ def export_onnx(model, input_shape: tuple[int, ...], path: Path) -> float:
         raise RunError("exporting needs the onnx packages: pip install 'daic[onnx]'", exit_code=2) from None
     model = model.eval()
     example = torch.rand(2, *input_shape)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    torch.onnx.export(
-        model,
-        (example,),
-        str(path),
-        dynamo=True,
-        verbose=False,
-        input_names=["input"],
-        output_names=["logits"],
-        dynamic_shapes=({0: torch.export.Dim("batch")},),
-    )
-    onnx.checker.check_model(onnx.load(str(path)))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        work = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    except OSError as exc:
+        raise RunError(f"cannot write {path}: {exc.strerror or exc}", exit_code=2) from None
+    staged = work / path.name
+    try:
+        torch.onnx.export(
+            model,
+            (example,),
+            str(staged),
+            dynamo=True,
+            verbose=False,
+            input_names=["input"],
+            output_names=["logits"],
+            dynamic_shapes=({0: torch.export.Dim("batch")},),
+        )
+        onnx.checker.check_model(onnx.load(str(staged)))
+        difference = _compare_with_onnxruntime(model, staged, input_shape)
+        for made in sorted(work.iterdir(), key=lambda p: p == staged):  # the model last: it names the rest
+            os.replace(made, path.parent / made.name)
+    except OSError as exc:
+        raise RunError(f"cannot write {path}: {exc.strerror or exc}", exit_code=2) from None
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return difference
+
+
+def _compare_with_onnxruntime(model, path: Path, input_shape: tuple[int, ...]) -> float:
+    import torch
+
     try:
         import onnxruntime
     except ImportError:

@@ -27,6 +27,10 @@ class DataError(Exception):
     """A data set that cannot be loaded, with a message that says what to do."""
 
 
+class NoDataFolder(DataError):
+    """A data set read from files was given no folder, or one that does not exist: a command-line mistake."""
+
+
 @dataclass
 class TensorData:
     train_x: Tensor  # float32 in [0, 1], (N, C, H, W)
@@ -146,10 +150,12 @@ class Digits(Dataset):
 
 def _folder(root: str | None, name: str) -> Path:
     if root is None:
-        raise DataError(f"{name} is read from a folder: pass --data DIR (and --download to fetch it there)")
+        raise NoDataFolder(
+            f"{name} is read from a folder: pass --data DIR (and --download to fetch it there)"
+        )
     path = Path(root).expanduser()
     if not path.is_dir():
-        raise DataError(f"{name}: the data folder {path} does not exist")
+        raise NoDataFolder(f"{name}: the data folder {path} does not exist")
     return path
 
 
@@ -195,8 +201,10 @@ _UNREADABLE = (
 
 
 def _missing(name: str, folder: Path, expected: str, exc: Exception) -> DataError:
+    # torchvision's readers fail on foreign or damaged files with bare assertions: say what that means.
+    reason = str(exc).strip() or f"the files there do not read as {name}'s: damaged, or another data set's"
     return DataError(
-        f"{name}: no usable data under {folder} ({exc}); expected {expected}; "
+        f"{name}: no usable data under {folder} ({reason}); expected {expected}; "
         "put the files there or pass --download where a network is available"
     )
 

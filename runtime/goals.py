@@ -9,6 +9,7 @@ box before handing it to the goal they wrap. Every float parameter may be a sche
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 import torch
@@ -216,16 +217,19 @@ class BiSample(Goal):
 
 
 def schedule_values(goal: Goal, t: float) -> dict[str, float]:
-    """The current value of every schedule inside a goal, named by where it sits (`Mix.weight`, ...)."""
+    """The current value of every schedule inside a goal, named by the goal and parameter that hold it
+    (`Mix.weight`, `Sub.delta`); where a goal holds two of a kind, by the path of parameters to each
+    (`g1.Sub.delta`, `g2.Sub.delta`)."""
     from .schedules import Const, Schedule
 
-    values: dict[str, float] = {}
-    work = [goal]
+    found: list[tuple[str, str, Schedule]] = []  # (path, name, schedule), outermost first
+    work: list[tuple[str, Goal]] = [("", goal)]
     while work:
-        node = work.pop(0)
+        path, node = work.pop(0)
         for attribute, value in vars(node).items():
             if isinstance(value, Schedule) and not isinstance(value, Const):
-                values.setdefault(f"{type(node).__name__}.{attribute}", value(t))
+                found.append((path, f"{type(node).__name__}.{attribute}", value))
             elif isinstance(value, Goal):
-                work.append(value)
-    return values
+                work.append((f"{path}{attribute}.", value))
+    repeated = Counter(name for _, name, _ in found)
+    return {(path + name if repeated[name] > 1 else name): schedule(t) for path, name, schedule in found}

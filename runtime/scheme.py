@@ -23,6 +23,6 @@ class Scheme:
     optimizer: SGD | Adam = field(default_factory=Adam)
     lr: Steps | None = None
     test: Sequence[Test] = field(default_factory=lambda: [Accuracy(), Verify()])
-    test_every: int = 1
+    test_every: int | None = None  # besides after the last epoch; None: only then
     relu: str = "hybrid"
     seed: int = 0

@@ -197,6 +197,7 @@ class Trainer:
         transforms = data_augment(scheme)
         running = torch.zeros((), device=self.device)  # this process's sum of loss x examples
         seen = 0  # examples of all processes so far
+        t = float(epoch)
         started = time.perf_counter()
         for i in range(steps):
             pick = mine[i * self.local_batch : (i + 1) * self.local_batch]
@@ -231,11 +232,14 @@ class Trainer:
         # the clock stops only once every step of the epoch has run.
         loss = float(group.sum(running)) / max(1, seen)
         seconds = time.perf_counter() - started
+        # The schedules' values as the epoch's last step trained with them (at the epoch's end a step
+        # function such as Until may already have moved on).
         return {
             "epoch": epoch + 1,
             "loss": loss,
             "lr": lr,
-            "epsilon": self.epsilon(epoch + 1),
+            "epsilon": self.epsilon(t),
+            "schedules": schedule_values(scheme.goal, t),
             "seconds": seconds,
             "examples_per_s": seen / max(seconds, 1e-9),
         }

@@ -26,7 +26,14 @@ SCHEME_DECL = Constructor(
         Param("optimizer", OPTIMIZER, "Adam", "The optimizer; Adam(lr=0.001) when not given."),
         Param("lr", LR_SCHEDULE, None, "Learning-rate steps, e.g. Steps(at=[10, 20, 250, 300])."),
         Param("test", ListOf(TEST), ("Accuracy", "Verify"), "What to measure on the test set."),
-        Param("test_every", INT, 1, "Evaluate every N epochs (and always after the last).", low=1),
+        Param(
+            "test_every",
+            INT,
+            None,
+            "Also evaluate every N epochs; by default only after the last (each evaluation attacks and "
+            "certifies the whole test set, which takes minutes on the paper's networks).",
+            low=1,
+        ),
         Param(
             "relu",
             STR,

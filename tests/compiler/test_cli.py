@@ -186,3 +186,73 @@ def test_check_goes_on_past_a_file_it_cannot_read(tmp_path, monkeypatch):
     found = {(Path(d["path"]).name, d["code"], d["message"]) for d in json.loads(result.stdout)}
     assert ("locked.dai", "E014", "cannot read: Permission denied") in found
     assert any(name == "bad.dai" and code == "E101" for name, code, _ in found)
+
+
+def test_version_names_what_daic_runs_on_without_importing_torch():
+    code = (
+        "import sys; from daic.compiler.cli import main\n"
+        "try:\n    main(['--version'])\nexcept SystemExit as exit:\n    assert exit.code == 0\n"
+        "assert 'torch' not in sys.modules, 'torch imported'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    import platform
+    from importlib.metadata import version
+
+    import torch
+
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("daic 0.1.0")
+    cuda = f"CUDA {torch.version.cuda}" if torch.version.cuda else "no CUDA"
+    assert lines[1] == f"Python {platform.python_version()}, torch {version('torch')}, {cuda}"
+    assert lines[2].startswith(f"host {platform.node()} (")
+
+
+RUNS = Path(__file__).parents[2] / "stdlib"
+MNIST_SCHEME = f"""scheme M {{
+    net = "{RUNS / "nets" / "mnist_ffnn.net"}"
+    data = MNIST
+    epsilon = 0.1
+    goal = Box
+    epochs = 1
+}}
+"""
+
+
+def test_run_usage_errors_exit_2_and_say_what_to_do(tmp_path):
+    text = tmp_path / "a.txt"
+    text.write_text("scheme A {}\n")
+    result = run("run", text)
+    assert (result.exit_code, result.stderr) == (
+        2,
+        f"daic: {text} is not a .dai scheme: `daic run` takes one\n",
+    )
+    result = run("run", RUNS / "schemes.dai", "--scheme", "Basline")
+    assert result.exit_code == 2 and "has no scheme 'Basline'; did you mean `Baseline`?" in result.stderr
+
+    scheme = tmp_path / "m.dai"
+    scheme.write_text(MNIST_SCHEME)
+    result = run("run", scheme, "--out", tmp_path / "r")
+    assert result.exit_code == 2
+    assert (
+        result.stderr
+        == "daic: MNIST is read from a folder: pass --data DIR (and --download to fetch it there)\n"
+    )
+    result = run("run", scheme, "--out", tmp_path / "r", "--data", tmp_path / "nowhere")
+    assert result.exit_code == 2 and "the data folder" in result.stderr and "does not exist" in result.stderr
+    raw = tmp_path / "garbage" / "MNIST" / "raw"
+    raw.mkdir(parents=True)
+    for name in (
+        "train-images-idx3-ubyte",
+        "train-labels-idx1-ubyte",
+        "t10k-images-idx3-ubyte",
+        "t10k-labels-idx1-ubyte",
+    ):
+        (raw / name).write_bytes(bytes(range(256)) * 20)
+    result = run("run", scheme, "--out", tmp_path / "r", "--data", tmp_path / "garbage")
+    assert result.exit_code == 1
+    assert result.stderr.startswith(
+        f"daic: MNIST: no usable data under {tmp_path / 'garbage'} (the files there do not read as MNIST's: "
+        "damaged, or another data set's); expected MNIST/raw/"
+    )
+    assert not (tmp_path / "r").exists()

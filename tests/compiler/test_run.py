@@ -3,6 +3,7 @@ run folder, and an interrupted run resumes to exactly the numbers of an uninterr
 
 import json
 import math
+import os
 import signal
 import subprocess
 import sys
@@ -107,6 +108,9 @@ class Quiet:
 
         return update
 
+    def evaluation(self, *args):
+        pass
+
     def evaluating(self, *args):
         pass
 
@@ -180,6 +184,70 @@ def test_daic_run_writes_the_run_folder(tiny_scheme, tmp_path):
     assert record["device"] == "cpu" and record["native_kernels"].startswith(("loaded ", "unavailable: "))
 
 
+LOGGED = """scheme Log {
+    net = "%s"
+    data = Digits(subset=100)
+    epsilon = 0.05
+    goal = Mix(Point, Sub(Lin(0, 1, 2, 1), Box), 0.5)
+    epochs = 3
+    test = [Accuracy, MIFGSM(k=2, mu=0.8, step=0.01), PGD(k=2, step=0.01), Verify(HBox), Verify(Box)]
+}
+"""
+
+
+def test_a_runs_log_says_what_it_trains_and_evaluates_one_line_each(tmp_path):
+    scheme = tmp_path / "log.dai"
+    scheme.write_text(LOGGED % (STDLIB / "nets" / "digits_ffnn.net"))
+    out = tmp_path / "run"
+    result = CliRunner().invoke(main, ["run", str(scheme), "--out", str(out)])  # no terminal: a log
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    # The goal as the source wrote it (no `Const(0.5)`, which the language lacks).
+    assert lines[1] == "data: 100 training, 20 test images; goal Mix(Point, Sub(Lin(0, 1, 2, 1), Box), 0.5)"
+    tests = "[Accuracy, MIFGSM(k=2, mu=0.8, step=0.01), PGD(k=2, step=0.01), Verify(HBox), Verify(Box)]"
+    # Evaluated only after the last epoch (test_every's default), announced and followed in the log.
+    assert lines[2].split() == ["epoch", "loss", "eps", "Sub.delta", "s"]
+    assert lines[5] == f"evaluating after epoch 3: {tests} on 20 images at eps 0.05"
+    assert lines[6:11] == [
+        f"  testing {column}: 20 of 20 images (100%)"
+        for column in ("Acc", "MI-FGSM", "PGD", "Ver HBox", "Ver Box")
+    ]
+    # Every row, and the header of 98 columns, is one line; each epoch shows the box's scale as trained.
+    header = (
+        "epoch      loss       eps  Sub.delta         s     Acc %  MI-FGSM %     PGD %  Ver HBox %  Ver Box %"
+    )
+    assert lines[11] == header
+    assert [line.split()[3] for line in (lines[3], lines[4], lines[12])] == ["0", "0.25", "0.75"]
+    assert len(lines[12].split()) == 10
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["schedules"] for r in rows] == [{"Sub.delta": 0.0}, {"Sub.delta": 0.25}, {"Sub.delta": 0.75}]
+    assert ["Acc" in r for r in rows] == [False, False, True]
+
+
+def test_each_epoch_records_every_schedule_of_the_goal():
+    """Adv1ISLPA holds two `Sub`s: each is named by where it sits, so that neither hides the other."""
+    info = SCHEMES.schemes["Adv1ISLPA"]
+    network = analyze_net(narrowed(parse_net(Path(info.net_path).read_text()).tree), (3, 32, 32), 10)
+    scheme = lower_value(info.built)
+    scheme.batch = 4
+    row = Trainer(ibp_init_(lower_network(network), seed=0), scheme, tiny_cifar()).train_epoch(30)
+    # The last of two steps trains at t = 30.5: Lin(0, 0.5, 150, 10), Lin(0, 1, 20, 20), Lin(0, 1, 150, 10).
+    assert row["schedules"] == pytest.approx(
+        {
+            "Mix.weight": 0.5 * 20.5 / 150,
+            "g1.Sub.delta": 10.5 / 20,
+            "g2.Sub.delta": 20.5 / 150,
+            "Sample.delta": 20.5 / 150,
+        }
+    )
+
+
+def test_the_paper_schemes_evaluate_every_50_epochs():
+    assert {name: info.built.args["test_every"] for name, info in SCHEMES.schemes.items()} == dict.fromkeys(
+        SCHEMES.schemes, 50
+    )
+
+
 def test_run_errors_are_messages_not_tracebacks(tmp_path, tiny_scheme):
     bad = tmp_path / "bad.dai"
     bad.write_text("scheme A { goal = Box }\n")
@@ -207,8 +275,39 @@ def test_run_errors_are_messages_not_tracebacks(tmp_path, tiny_scheme):
         f'scheme C extends Adv5ISLPA_R18 {{ net = "{STDLIB}/nets/cifar10_ffnn.net" }}\n'
     )
     result = CliRunner().invoke(main, ["run", str(cifar), "--out", str(tmp_path / "c")])
-    assert result.exit_code == 1 and "pass --data DIR" in result.stderr
+    assert result.exit_code == 2 and "pass --data DIR" in result.stderr
     assert not (tmp_path / "c").exists()
+
+
+def test_seed_and_threads_come_from_the_command_line_and_are_recorded(tiny_scheme, tmp_path, monkeypatch):
+    out = tmp_path / "run"
+    command = ["run", str(tiny_scheme), "--out", str(out), "--epochs", "1", "--seed", "7"]
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    try:
+        result = CliRunner().invoke(main, [*command, "--threads", "2"])
+    finally:
+        torch.set_num_threads(1)  # the tests' setting
+    assert result.exit_code == 0, result.output
+    record = json.loads((out / "run.json").read_text())
+    assert (record["seed"], record["threads"], record["OMP_NUM_THREADS"]) == (7, 2, "2")
+    assert torch.load(out / "checkpoint.pt", weights_only=True)["seed"] == 7
+    result = CliRunner().invoke(
+        main, ["run", str(tiny_scheme), "--out", str(out), "--epochs", "2", "--resume"]
+    )
+    assert result.exit_code == 2 and "\n  seed: was 7, now 0\n" in result.stderr
+    result = CliRunner().invoke(main, [*command[:4], "--epochs", "2", "--seed", "7", "--resume"])
+    assert result.exit_code == 0, result.output
+    assert json.loads((out / "run.json").read_text())["resumed"][0]["threads"] == 1
+
+
+@pytest.mark.slow
+def test_omp_num_threads_is_respected_without_threads(tiny_scheme, tmp_path):
+    out = tmp_path / "run"
+    command = [sys.executable, "-m", "daic", "run", str(tiny_scheme), "--out", str(out), "--epochs", "1"]
+    done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stderr
+    record = json.loads((out / "run.json").read_text())
+    assert (record["threads"], record["OMP_NUM_THREADS"]) == (1, "1")
 
 
 @pytest.mark.slow

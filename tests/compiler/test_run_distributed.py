@@ -127,7 +127,7 @@ def test_a_failure_is_reported_once_with_its_exit_status(runs):
     root, scheme, _ = runs
     launched = two_processes(scheme, root / "two2", "--epochs", "2")  # the folder holds a run already
     assert launched.returncode == 2
-    assert launched.stderr.count("already holds a run") == 1 and "Traceback" not in launched.stderr
+    assert launched.stderr.count("already holds a finished run") == 1 and "Traceback" not in launched.stderr
 
 
 def test_what_can_be_checked_is_checked_before_launching(tmp_path, monkeypatch):

@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from daic.compiler.cli import main
 from daic.compiler.run import RunError, execute, plan_run
 
+from ..runtime.test_checkpoint import fill_disk_after
 from .test_run import DIGITS_SCHEME, STDLIB, Quiet
 
 NET = STDLIB / "nets" / "digits_ffnn.net"
@@ -71,31 +72,150 @@ def test_resume_drops_a_metrics_row_cut_short(scheme, tmp_path):
     assert [json.loads(r)["epoch"] for r in (out / "metrics.jsonl").read_text().splitlines()] == [1, 2]
 
 
+def zero_inside_the_weights(checkpoint, count=2000):
+    """Zeroes `count` bytes inside the first tensor stored in a checkpoint (a torch zip archive)."""
+    import zipfile
+
+    with zipfile.ZipFile(checkpoint) as archive:
+        record = next(i for i in archive.infolist() if "/data/" in i.filename and i.file_size >= count)
+    data = bytearray(checkpoint.read_bytes())
+    start = record.header_offset + 100  # past the record's local header
+    data[start : start + count] = bytes(count)
+    checkpoint.write_bytes(bytes(data))
+
+
 def test_resume_refuses_damaged_and_foreign_checkpoints(scheme, tmp_path):
     out = tmp_path / "run"
     run(scheme, out)
     good = (out / "checkpoint.pt").read_bytes()
 
-    (out / "checkpoint.pt").write_bytes(good[:1000])
-    with pytest.raises(RunError, match=r"checkpoint\.pt cannot be read \(\w+\)") as info:
-        run(scheme, out, epochs=2, resume=True)
-    assert info.value.exit_code == 2
-    (out / "checkpoint.pt").write_bytes(b"")
-    with pytest.raises(RunError, match="cannot be read"):
-        run(scheme, out, epochs=2, resume=True)
+    for damage in (
+        lambda c: c.write_bytes(good[:1000]),
+        lambda c: c.write_bytes(b""),
+        zero_inside_the_weights,
+    ):
+        (out / "checkpoint.pt").write_bytes(good)
+        damage(out / "checkpoint.pt")
+        with pytest.raises(
+            RunError, match=r"checkpoint\.pt is damaged \(.+\); the run cannot resume"
+        ) as info:
+            run(scheme, out, epochs=2, resume=True)
+        assert info.value.exit_code == 2
 
-    (out / "checkpoint.pt").write_bytes(good)
-    sgd = tmp_path / "sgd.dai"
-    sgd.write_text(DIGITS_SCHEME.replace("Adam(lr=0.003)", "SGD(lr=0.01)") % NET)
-    with pytest.raises(RunError, match="is from another run \\(optimizer_type 'Adam' there, 'SGD' here\\)"):
-        run(sgd, out, epochs=2, resume=True)
-    other_net = STDLIB / "nets" / "digits_conv.net"
-    with pytest.raises(RunError, match=r"does not fit .*digits_conv\.net") as info:
-        run(scheme, out, epochs=2, resume=True, net=str(other_net))
+    # A checkpoint of another scheme, copied in.
+    other = tmp_path / "other.dai"
+    other.write_text(DIGITS_SCHEME.replace("scheme Tiny", "scheme Other") % NET)
+    run(other, tmp_path / "other")
+    (out / "checkpoint.pt").write_bytes((tmp_path / "other" / "checkpoint.pt").read_bytes())
+    with pytest.raises(RunError, match=r"is from another run \(scheme 'Other' there, 'Tiny' here\)") as info:
+        run(scheme, out, epochs=2, resume=True)
     assert info.value.exit_code == 2
     # Nothing was lost on the way: the run still resumes.
+    (out / "checkpoint.pt").write_bytes(good)
     run(scheme, out, epochs=2, resume=True)
     assert torch.load(out / "checkpoint.pt", weights_only=True)["epoch"] == 2
+
+
+def test_resume_refuses_sources_whose_meaning_changed(scheme, tmp_path):
+    out = tmp_path / "run"
+    run(scheme, out)
+    record = (out / "run.json").read_text()
+    checkpoint = (out / "checkpoint.pt").read_bytes()
+
+    edited = tmp_path / "edited.dai"
+    edited.write_text(
+        (DIGITS_SCHEME % NET).replace("epsilon = 0.05", "epsilon = 0.1").replace("lr=0.003", "lr=0.01")
+    )
+    with pytest.raises(RunError) as info:
+        run(edited, out, epochs=2, resume=True)
+    assert info.value.exit_code == 2
+    assert str(info.value).splitlines() == [
+        f"{out} holds a run of other sources; --resume would train something else:",
+        "  epsilon: was 0.05, now 0.1",
+        "  optimizer: was Adam(lr=0.003, weight_decay=0.0), now Adam(lr=0.01, weight_decay=0.0)",
+        f"resume with the sources it started from (copied in {out}), or start a new run with another --out",
+    ]
+    narrower = tmp_path / "narrower.net"
+    narrower.write_text(NET.read_text().replace("Linear out=100\nReLU\nCorr", "Linear out=50\nReLU\nCorr"))
+    with pytest.raises(RunError, match=r"network, layer 4: was `Linear out=100`, now `Linear out=50`"):
+        run(scheme, out, epochs=2, resume=True, net=str(narrower))
+    with pytest.raises(RunError, match=r"epochs: was 1, now 0 \(a run may be extended, not shortened\)"):
+        run(scheme, out, epochs=0, resume=True)
+    assert (out / "run.json").read_text() == record
+    assert (out / "checkpoint.pt").read_bytes() == checkpoint
+
+    # Comments, layout and the way a value is written are not its meaning.
+    same = tmp_path / "same.dai"
+    same.write_text(
+        "# the same run\nlet rate = 0.006 / 2\n"
+        + (DIGITS_SCHEME % NET).replace("lr=0.003", "lr = rate").replace("    batch = 50\n", "")
+    )
+    run(same, out, epochs=2, resume=True)
+    assert torch.load(out / "checkpoint.pt", weights_only=True)["epoch"] == 2
+
+
+def test_more_epochs_extend_a_run_and_are_recorded(scheme, tmp_path):
+    out = tmp_path / "run"
+    run(scheme, out)
+    assert json.loads((out / "run.json").read_text())["epochs"] == 1
+    run(scheme, out, epochs=3, resume=True)
+    record = json.loads((out / "run.json").read_text())
+    assert record["epochs"] == 3 and "finished" in record
+    assert [(r["after_epoch"], r["epochs"]) for r in record["resumed"]] == [(1, 3)]
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in rows] == [1, 2, 3]
+
+
+def test_a_run_removes_its_stale_temporary_files(scheme, tmp_path):
+    out = tmp_path / "run"
+    run(scheme, out)
+    stale = [".checkpoint.pt.k1l2m3.tmp", ".run.json.abc.tmp", ".tiny.dai.x.tmp", ".metrics.png.y.tmp"]
+    for name in stale:
+        (out / name).write_bytes(b"left by a kill")
+    (out / ".notes.txt.z.tmp").write_text("not the run's")
+    run(scheme, out, epochs=2, resume=True)
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith(".")) == [".notes.txt.z.tmp"]
+
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    (fresh / ".checkpoint.pt.q.tmp").write_bytes(b"left by a kill")
+    run(scheme, fresh)
+    assert not (fresh / ".checkpoint.pt.q.tmp").exists()
+
+
+def resume_on_a_full_disk(scheme, out, monkeypatch, only: str, room: int) -> RunError:
+    """The error of resuming the run in `out` to 2 epochs, where files whose names start with `only` find
+    the disk full after `room` bytes."""
+    with monkeypatch.context() as patch:
+        fill_disk_after(patch, room=room, only=only)
+        with pytest.raises(RunError) as info:
+            run(scheme, out, epochs=2, resume=True)
+    assert info.value.exit_code == 2
+    return info.value
+
+
+def test_a_full_disk_loses_nothing(scheme, tmp_path, monkeypatch):
+    out = tmp_path / "run"
+    run(scheme, out)
+    saved, plot = (out / "checkpoint.pt").read_bytes(), (out / "metrics.png").read_bytes()
+    assert str(resume_on_a_full_disk(scheme, out, monkeypatch, ".checkpoint.pt.", room=5000)) == (
+        f"cannot save epoch 2 in {out} (No space left on device); epoch 1 is saved: "
+        f"resume with --resume --out {out}"
+    )
+    assert (out / "checkpoint.pt").read_bytes() == saved
+    assert not [p for p in out.iterdir() if p.name.endswith(".tmp")]
+
+    # The disk fills after the last epoch, while the report is written: the epochs are saved, the plot is
+    # the last one written whole, and --resume writes the report.
+    assert str(resume_on_a_full_disk(scheme, out, monkeypatch, ".metrics.png.", room=1000)) == (
+        f"cannot write the report in {out} (No space left on device); every epoch is saved: free some "
+        f"space and run the same command with --resume --out {out} to write it"
+    )
+    assert (out / "metrics.png").read_bytes() == plot and plot.startswith(b"\x89PNG")
+    assert "finished" not in json.loads((out / "run.json").read_text())
+    run(scheme, out, epochs=2, resume=True)
+    assert (out / "metrics.png").read_bytes() != plot
+    assert json.loads((out / "summary.json").read_text())["epochs"] == 2
 
 
 def test_run_takes_a_scheme_and_net_takes_a_network(scheme, tmp_path):
