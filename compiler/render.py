@@ -17,7 +17,7 @@ def header(d: Diagnostic) -> str:
 
 def snippet(d: Diagnostic, index: LineIndex) -> list[str]:
     """The source line with the span underlined (only its first line when it spans several)."""
-    text = index.line_text(d.span.line).rstrip("\r")
+    text = index.line_text(d.span.line)
     if not text.strip():
         return []
     shown = text.replace("\t", " ")

@@ -22,7 +22,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedTok
 from . import ast as A
 from . import diagnostics as D
 from .scan import CLOSERS, MAX_DEPTH, MAX_OPERATORS, OPENERS, scan
-from .source import LineIndex, Span
+from .source import LineIndex, Span, body_start
 
 Tree_ = A.NetFile | A.DaiFile
 
@@ -361,16 +361,6 @@ def _comments(text: str, index: LineIndex) -> tuple[A.Comment, ...]:
 # --- .net ---------------------------------------------------------------------------------------------
 
 
-def _lines(text: str) -> Iterator[tuple[int, int]]:
-    """(start, end) offsets of each physical line, without its newline."""
-    start = 0
-    while start <= len(text):
-        stop = text.find("\n", start)
-        stop = len(text) if stop < 0 else stop
-        yield start, stop
-        start = stop + 1
-
-
 def _is_blank(line: str) -> bool:
     stripped = line.strip()
     return not stripped or stripped.startswith("#")
@@ -393,7 +383,9 @@ def parse_net(text: str) -> ParseResult:
         if head is not None:
             finished[id(head)] = tuple(children)
 
-    for start, stop in _lines(text):
+    first = body_start(text)
+    for start, stop in index.bounds:
+        start = max(start, first)
         line = text[start:stop]
         if _is_blank(line):
             continue
@@ -479,14 +471,17 @@ def _attach_bodies(layer: A.Layer, bodies: dict[int, tuple[A.Layer, ...]]) -> A.
 
 # --- .dai ---------------------------------------------------------------------------------------------
 
-_STATEMENT_START = re.compile(r"^(import|let|scheme)\b", re.MULTILINE)
+_STATEMENT_START = re.compile(r"(import|let|scheme)\b")
 
 
-def _statement_pieces(text: str) -> list[tuple[int, int]]:
+def statement_pieces(text: str, index: LineIndex | None = None) -> list[tuple[int, int]]:
     """Cut a .dai file before each line that begins, at column 1, with a statement keyword."""
-    cuts = [m.start() for m in _STATEMENT_START.finditer(text)]
-    if not cuts or cuts[0] != 0:
-        cuts.insert(0, 0)
+    index = index or LineIndex(text)
+    first = body_start(text)
+    starts = [max(start, first) for start, _ in index.bounds]
+    cuts = [start for start in starts if _STATEMENT_START.match(text, start)]
+    if not cuts or cuts[0] != first:
+        cuts.insert(0, first)
     cuts.append(len(text))
     return [(a, b) for a, b in itertools.pairwise(cuts)]
 
@@ -496,7 +491,7 @@ def parse_dai(text: str) -> ParseResult:
     index = LineIndex(text)
     diagnostics: list[D.Diagnostic] = []
     statements: list[A.Statement] = []
-    for start, stop in _statement_pieces(text):
+    for start, stop in statement_pieces(text, index):
         nodes, found = _parse_piece(
             "dai", text, index, start, stop, "the file" if stop == len(text) else "the statement"
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from bisect import bisect_right
 from dataclasses import dataclass
 
@@ -28,30 +29,61 @@ class Span:
 NO_SPAN = Span(1, 1, 1, 1, 0, 0)
 
 
+LINE_BREAK = re.compile(r"\r\n|\r|\n")
+"""What ends a line, as the Language Server Protocol counts them: `\\r\\n`, a lone `\\r` or `\\n`. The parser
+(where comments and lines end), the positions of spans and of the editor, and the formatter all split lines
+by this one rule, so that they never disagree about which line a character is on."""
+
+
+def line_bounds(text: str) -> list[tuple[int, int]]:
+    """(start, stop) offsets of each line, its line break excluded. A text has at least one line; one
+    that ends with a break has an empty last line."""
+    bounds = []
+    start = 0
+    for match in LINE_BREAK.finditer(text):
+        bounds.append((start, match.start()))
+        start = match.end()
+    bounds.append((start, len(text)))
+    return bounds
+
+
+def line_around(text: str, offset: int) -> tuple[int, int]:
+    """(start, stop) of the line that holds `offset`, its line break excluded."""
+    start = max(text.rfind("\n", 0, offset), text.rfind("\r", 0, offset)) + 1
+    found = LINE_BREAK.search(text, offset)
+    return start, found.start() if found else len(text)
+
+
+BOM = "\ufeff"
+
+
+def body_start(text: str) -> int:
+    """Where the source begins: after a byte-order mark, which editors may keep at the start of a text."""
+    return len(BOM) if text.startswith(BOM) else 0
+
+
 class LineIndex:
-    """Maps offsets to (line, column) and back for one text."""
+    """Maps offsets to (line, column) and back for one text, with lines split by `LINE_BREAK`."""
 
     def __init__(self, text: str) -> None:
         self.text = text
-        self.starts = [0]
-        for i, ch in enumerate(text):
-            if ch == "\n":
-                self.starts.append(i + 1)
+        self.bounds = line_bounds(text)
+        self.starts = [start for start, _ in self.bounds]
 
     def position(self, offset: int) -> tuple[int, int]:
-        """1-based (line, column) of a 0-based offset."""
+        """1-based (line, column) of a 0-based offset; one inside a line break is at the end of its line."""
         offset = max(0, min(offset, len(self.text)))
         line = bisect_right(self.starts, offset) - 1
-        return line + 1, offset - self.starts[line] + 1
+        start, stop = self.bounds[line]
+        return line + 1, min(offset, stop) - start + 1
 
     def offset(self, line: int, column: int) -> int:
-        """0-based offset of a 1-based (line, column), clamped to the text."""
+        """0-based offset of a 1-based (line, column), clamped to the text and to the line's end."""
         if line < 1:
             return 0
-        if line > len(self.starts):
+        if line > len(self.bounds):
             return len(self.text)
-        start = self.starts[line - 1]
-        stop = self.starts[line] - 1 if line < len(self.starts) else len(self.text)
+        start, stop = self.bounds[line - 1]
         return min(start + max(column, 1) - 1, stop)
 
     def span(self, start: int, end: int) -> Span:
@@ -60,12 +92,12 @@ class LineIndex:
         return Span(line, col, end_line, end_col, start, end)
 
     def line_text(self, line: int) -> str:
-        if not 1 <= line <= len(self.starts):
+        """The text of a 1-based line, without its line break ("" past the last line)."""
+        if not 1 <= line <= len(self.bounds):
             return ""
-        start = self.starts[line - 1]
-        stop = self.starts[line] - 1 if line < len(self.starts) else len(self.text)
+        start, stop = self.bounds[line - 1]
         return self.text[start:stop]
 
     @property
     def line_count(self) -> int:
-        return len(self.starts)
+        return len(self.bounds)
