@@ -17,6 +17,7 @@ from types import MappingProxyType
 
 from daic.dsl import ast as A
 from daic.dsl.diagnostics import Diagnostic, error
+from daic.dsl.format import escaped
 from daic.dsl.source import Span
 
 from . import codes as C
@@ -77,6 +78,17 @@ def did_you_mean(name: str, candidates: list[str]) -> str | None:
     return f"did you mean `{close[0]}`?" if close else None
 
 
+def as_written(value: str, node: A.Expr | None = None, limit: int = 80) -> str:
+    """A string for a message, as the source writes it between its quotes: the literal's own text when
+    `node` is the literal, else the value with its escapes written back. Either way `C:\\nets` keeps its
+    `\\n` (and the message its one line). Shortened in the middle when longer than `limit`."""
+    text = node.text[1:-1] if isinstance(node, A.String) and node.text else escaped(value)
+    if len(text) <= limit:
+        return text
+    keep = (limit - 3) // 2
+    return text[:keep] + "..." + text[-keep:]
+
+
 def describe(value: object) -> str:
     if isinstance(value, bool):
         return "True" if value else "False"
@@ -85,7 +97,7 @@ def describe(value: object) -> str:
     if isinstance(value, tuple):
         return "[" + ", ".join(describe(v) for v in value) + "]"
     if isinstance(value, str):
-        return f'"{value}"'
+        return f'"{as_written(value)}"'
     return repr(value)
 
 
@@ -382,7 +394,9 @@ class Elaborator:
             return all(fits)
         if param.choices is not None and isinstance(value, str) and value not in param.choices:
             allowed = ", ".join(f'"{c}"' for c in param.choices)
-            self.report(C.OUT_OF_RANGE, f'`{param.name}` must be one of {allowed}, got "{value}"', expr.span)
+            self.report(
+                C.OUT_OF_RANGE, f"`{param.name}` must be one of {allowed}, got {describe(value)}", expr.span
+            )
             return False
         if isinstance(value, Built) and value.decl.returns == SCHEDULE:
             return self._check_schedule_range(param, value, expr)

@@ -22,8 +22,9 @@ from daic.dsl.source import Span
 
 from . import codes as C
 from .constructors import REGISTRY, SCHEME_DECL
-from .elaborate import UNKNOWN, Built, Elaborator, Symbol, did_you_mean
+from .elaborate import UNKNOWN, Built, Elaborator, Symbol, as_written, did_you_mean
 from .network import Network, analyze_net
+from .sources import Probe, probe
 from .types import ANY
 
 STDLIB = "stdlib"
@@ -58,8 +59,24 @@ def stdlib_file(dotted: str) -> Path | None:
     parts = dotted.split(".")
     if parts[0] != STDLIB or len(parts) < 2:
         return None
-    entry = resources.files("daic.stdlib").joinpath(*parts[1:-1], parts[-1] + ".dai")
-    return Path(str(entry)) if entry.is_file() else None
+    entry = Path(str(resources.files("daic.stdlib").joinpath(*parts[1:-1], parts[-1] + ".dai")))
+    return entry if probe(entry).kind == "file" else None
+
+
+def path_key(path: Path) -> str:
+    """The path a module is known by (symbolic links resolved, so that one file is one module)."""
+    try:
+        return str(path.resolve())
+    except (OSError, ValueError):  # a name the system will not look up: nothing to resolve
+        return str(path.absolute())
+
+
+def _escape_hint(path: str) -> str | None:
+    """For a path that holds a tab or a line break: the escape that put it there (`C:\\nets`)."""
+    for char, escape, meaning in (("\n", "\\n", "a line break"), ("\t", "\\t", "a tab")):
+        if char in path:
+            return f"`{escape}` in a string is {meaning}: write paths with `/`"
+    return None
 
 
 class Program:
@@ -81,8 +98,8 @@ class Program:
         parsed = parse_dai(text)
         module = Module(path, parsed.tree, [d for d in parsed.diagnostics])
         if path is not None:
-            self.modules[str(Path(path).resolve())] = module
-            self.loading.append(str(Path(path).resolve()))
+            self.modules[path_key(Path(path))] = module
+            self.loading.append(path_key(Path(path)))
         try:
             _ModuleChecker(self, module).run()
         finally:
@@ -92,7 +109,7 @@ class Program:
 
     def load(self, path: Path) -> Module | str:
         """The checked module at `path`, or a reason it cannot be had."""
-        key = str(path.resolve())
+        key = path_key(path)
         self.consulted.add(key)
         if key in self.loading:
             self.cycles.append([*self.loading[self.loading.index(key) :], key])
@@ -105,15 +122,15 @@ class Program:
             return f"cannot be read ({exc.__class__.__name__})"
         return self.check_text(text, str(path))
 
-    def exists(self, path: Path) -> bool:
-        """Whether `path` is a file or an open buffer (either way, a file the check depends on now)."""
-        key = str(path.resolve())
+    def probe(self, path: Path) -> Probe:
+        """What `path` names; an open buffer is a file. Either way, a file the check depends on now."""
+        key = path_key(path)
         self.consulted.add(key)
-        return key in self.overlay or path.is_file()
+        return Probe("file") if key in self.overlay else probe(path)
 
     def read(self, path: Path) -> str:
         """The file's text, or the buffer that stands in for it."""
-        buffer = self.overlay.get(str(path.resolve()))
+        buffer = self.overlay.get(path_key(path))
         return buffer if buffer is not None else path.read_text(encoding="utf-8")
 
 
@@ -153,7 +170,7 @@ class _ModuleChecker:
     def import_module(self, node: A.Import) -> Module | None:
         if isinstance(node.target, A.Name):
             path = stdlib_file(node.target.dotted)
-            shown = node.target.dotted
+            shown = as_written(node.target.dotted)
             if path is None:
                 available = [p.name[:-4] for p in Path(str(resources.files("daic.stdlib"))).glob("*.dai")]
                 hint = (
@@ -167,8 +184,14 @@ class _ModuleChecker:
                 return None
         else:
             path = self.base_dir / node.target.value
-            shown = node.target.value
-            not_a_module = "a network" if path.suffix == ".net" else "a folder" if path.is_dir() else None
+            shown = as_written(node.target.value, node.target)
+            found = self.program.probe(path)
+            if found.kind == "unusable":
+                self.report(C.IMPORT_NOT_FOUND, f"cannot look up `{shown}`: {found.reason}", node.target.span)
+                return None
+            not_a_module = (
+                "a network" if path.suffix == ".net" else "a folder" if found.kind == "folder" else None
+            )
             if not_a_module:
                 self.report(
                     C.IMPORT_NOT_FOUND,
@@ -179,9 +202,12 @@ class _ModuleChecker:
                     else None,
                 )
                 return None
-            if not self.program.exists(path):
+            if found.kind != "file":
                 self.report(
-                    C.IMPORT_NOT_FOUND, f"no file `{shown}` (looked in {self.base_dir})", node.target.span
+                    C.IMPORT_NOT_FOUND,
+                    f"no file `{shown}` (looked in {as_written(str(self.base_dir))})",
+                    node.target.span,
+                    _escape_hint(node.target.value),
                 )
                 return None
         loaded = self.program.load(path)
@@ -200,7 +226,7 @@ class _ModuleChecker:
         """The import cycle through this module and `imported`, if one was found, as `a -> b -> a`."""
         if self.module.path is None:
             return None
-        here, there = str(Path(self.module.path).resolve()), str(imported.resolve())
+        here, there = path_key(Path(self.module.path)), path_key(imported)
         for chain in self.program.cycles:
             if here in chain and there in chain:
                 start = chain.index(here)
@@ -333,12 +359,7 @@ class _ModuleChecker:
         if base is not None and "net" not in bound and "data" not in bound:
             info.network, info.net_path = base.network, base.net_path
         elif isinstance(net, str) and info.net_dir is not None:
-            self.check_net(
-                info,
-                net,
-                bound["net"].span if "net" in bound else node.name_span,
-                report_missing="net" in bound,
-            )
+            self.check_net(info, net, bound.get("net"), node.name_span)
         return info
 
     def _base(self, info: SchemeInfo, chain: list[str]) -> SchemeInfo | None:
@@ -366,26 +387,39 @@ class _ModuleChecker:
             return self.check_scheme(base.node.name, [*chain, node.name])
         return base
 
-    def check_net(self, info: SchemeInfo, net: str, span: Span, report_missing: bool = True) -> None:
+    def check_net(self, info: SchemeInfo, net: str, written: A.Expr | None, name_span: Span) -> None:
+        """Check the network a scheme names: `written` is its own `net` field's value (None when the field
+        comes from a base), where problems with the file are reported (else at the scheme's name)."""
         if not self.program.check_nets:
             return
+        span = written.span if written is not None else name_span
         path = (info.net_dir or self.base_dir) / net
-        if not self.program.exists(path) and net.startswith(STDLIB + "/"):
+        found = self.program.probe(path)
+        if found.kind != "file" and net.startswith(STDLIB + "/"):
             path = Path(str(resources.files("daic.stdlib").joinpath(*net.split("/")[1:])))
-        if not self.program.exists(path):
-            if not report_missing:
+            found = self.program.probe(path)
+        shown = as_written(net, written)
+        if found.kind != "file":
+            # A `net` that comes from a base was reported where the base sets it.
+            if written is None:
+                return
+            if found.kind == "unusable":
+                self.report(
+                    C.IMPORT_NOT_FOUND, f"cannot look up network file `{shown}`: {found.reason}", span
+                )
                 return
             self.report(
                 C.IMPORT_NOT_FOUND,
-                f"no network file `{net}` (looked in {path.parent})",
+                f"no network file `{shown}` (looked in {as_written(str(path.parent))})",
                 span,
-                hint="paths are relative to this .dai file; `stdlib/nets/NAME.net` names a shipped one",
+                hint=_escape_hint(net)
+                or "paths are relative to this .dai file; `stdlib/nets/NAME.net` names a shipped one",
             )
             return
         try:
             text = self.program.read(path)
         except (OSError, UnicodeDecodeError):
-            self.report(C.IMPORT_NOT_FOUND, f"network file `{net}` cannot be read as text", span)
+            self.report(C.IMPORT_NOT_FOUND, f"network file `{shown}` cannot be read as text", span)
             return
         data = info.built.args.get("data") if info.built else None
         facts = data.decl.facts if isinstance(data, Built) else {}
@@ -397,7 +431,7 @@ class _ModuleChecker:
             first = problems[0]
             self.report(
                 first.code,
-                f"network `{net}` has {len(problems)} error{'s' if len(problems) > 1 else ''}"
+                f"network `{shown}` has {len(problems)} error{'s' if len(problems) > 1 else ''}"
                 f"{' with this data set' if facts else ''}; the first, at line {first.span.line}: "
                 f"{first.message}",
                 span,

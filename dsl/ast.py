@@ -25,6 +25,7 @@ class Number(Node):
 @dataclass(frozen=True)
 class String(Node):
     value: str
+    text: str = field(default="", compare=False)  # the literal as written, quotes and escapes included
 
 
 @dataclass(frozen=True)

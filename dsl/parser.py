@@ -140,7 +140,7 @@ class _Builder(Transformer):
                     )
                 )
         value = re.sub(r"\\(.)", lambda m: _ESCAPES.get(m.group(1), m.group(0)), body)
-        return A.String(value, span=self._tok(tok))
+        return A.String(value, str(tok), span=self._tok(tok))
 
     def true(self, children: list) -> A.Bool:
         return A.Bool(True, span=self._tok(children[0]))
