@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import os
+import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from daic.dsl import diagnostics as D
-from daic.dsl.source import LineIndex
+from daic.dsl.source import LINE_BREAK, LineIndex
 
 LANGUAGES = {".net": "net", ".dai": "dai"}
+STDIN = "-"  # the path that names standard input on the command line
+STDIN_NAME = "<stdin>"  # how diagnostics name it, when no --stdin-filename gives it a name
+_STATEMENT = re.compile(r"(import|let|scheme)\b")
 
 
 class UsageError(Exception):
@@ -112,6 +116,26 @@ def decode(data: bytes, path: str, language: str) -> Source:
             path=path,
         )
         return Source(path, language, "", problem)
+
+
+def sniff_language(text: str) -> str:
+    """The language of a text with no file name: a .dai file's first statement begins with `import`, `let`
+    or `scheme`; anything else is read as a network's layers."""
+    for line in LINE_BREAK.split(text):
+        stripped = line.strip().lstrip("\ufeff")
+        if stripped and not stripped.startswith("#"):
+            return "dai" if _STATEMENT.match(stripped) else "net"
+    return "dai"
+
+
+def from_stdin(data: bytes, filename: str | None) -> Source:
+    """The source read from standard input (`-`). `filename`, when given, names it in diagnostics, decides
+    its language by its suffix, and is where its relative imports and nets are found from."""
+    if filename is not None and language_of(filename) is None:
+        raise UsageError(f"--stdin-filename {filename}: not a .net or .dai name")
+    source = decode(data, filename or STDIN_NAME, "dai")
+    language = language_of(filename) if filename else sniff_language(source.text)
+    return Source(source.path, language or "dai", source.text, source.problem)
 
 
 def read(path: str) -> Source:
