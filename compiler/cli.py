@@ -126,16 +126,16 @@ def show(net: str, input_shape: str | None, classes: int | None) -> None:
             click.echo(render.as_text(d, report.index), err=True)
         sys.exit(1)
     network = analyze_net(report.parsed.tree, shape, classes)
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=160)
-    console.print(network_table(network, net))
-    errors = [d for d in network.diagnostics if d.is_error]
+    if network.input_shape is not None:  # without it, every row would be `?`
+        console = Console()
+        if not console.is_terminal:
+            console = Console(width=160)
+        console.print(network_table(network, net))
     for d in network.diagnostics:
         click.echo(render.as_text(replace(d, path=net), report.index), err=True)
     if network.input_shape is None:
-        click.echo("daic: no input shape: give --input C,H,W or an input_shape annotation", err=True)
-    sys.exit(1 if errors else 0)
+        _fail_usage(f"{net}: no input shape: give --input C,H,W or an input_shape annotation")
+    sys.exit(1 if any(d.is_error for d in network.diagnostics) else 0)
 
 
 @main.command()
