@@ -89,7 +89,21 @@ def as_written(value: str, node: A.Expr | None = None, limit: int = 80) -> str:
     return text[:keep] + "..." + text[-keep:]
 
 
+def number_text(value: int | float, keeps: Callable[[float], bool] = lambda shown: True) -> str:
+    """A number as a person writes it. A float is shown to 12 significant digits, which hides the rounding
+    of float arithmetic (0.2 - 0.3 is -0.1, not -0.09999999999999998), unless the value so shown would
+    lose what the message is about (`keeps` false: it is no longer out of range): then in full."""
+    if not isinstance(value, float):
+        return repr(value)
+    short = f"{value:.12g}"
+    if not keeps(float(short)):
+        return repr(value)
+    return short if any(c in short for c in ".en") else short + ".0"  # a float stays one: 3.0, not 3
+
+
 def describe(value: object) -> str:
+    if isinstance(value, float):
+        return number_text(value)
     if isinstance(value, bool):
         return "True" if value else "False"
     if isinstance(value, Built):
@@ -273,6 +287,12 @@ class Elaborator:
             for arg in (*expr.args, *(k.value for k in expr.kwargs)):
                 self.check(arg)
             return ANY, UNKNOWN
+        if _misordered(expr):
+            # The parser reported the positional arguments after a keyword; binding them anyway would
+            # report the same mistake again as repeated, missing and mistyped arguments.
+            for arg in (*expr.args, *(k.value for k in expr.kwargs)):
+                self.check(arg)
+            return ANY, UNKNOWN
         decl = (fitting or found)[0]
         value = self._apply(decl, expr, expr.args, expr.kwargs, expr.span)
         if not fitting:
@@ -402,35 +422,45 @@ class Elaborator:
             return self._check_schedule_range(param, value, expr)
         if not isinstance(value, int | float) or isinstance(value, bool):
             return True
-        low_bad = param.low is not None and (value <= param.low if param.low_open else value < param.low)
-        high_bad = param.high is not None and value > param.high
+        outside = _outside(param, value, low_open=param.low_open)
         too_big = param.type == INT and abs(value) > INT_LIMIT
-        if low_bad or high_bad:
+        if outside:
+            shown = number_text(value, lambda v: _outside(param, v, low_open=param.low_open))
             self.report(
-                C.OUT_OF_RANGE,
-                f"`{param.name}` must be {param.range_text()}, got {describe(value)}",
-                expr.span,
+                C.OUT_OF_RANGE, f"`{param.name}` must be {param.range_text()}, got {shown}", expr.span
             )
         elif too_big:
             self.report(C.OUT_OF_RANGE, f"`{param.name}` is too large ({describe(value)})", expr.span)
-        return not (low_bad or high_bad or too_big)
+        return not (outside or too_big)
 
     def _check_schedule_range(self, param: Param, schedule: Built, expr: A.Expr) -> bool:
         """A schedule given to a ranged field must stay in the range at every epoch. Its values lie between
         the ones it is built from (a ramp moves between its ends), so those are checked. A strict lower
         bound (`epsilon > 0`) still lets a schedule start at the bound: a ramp up from 0 is the norm."""
         for value in _reached(schedule):
-            below = param.low is not None and value < param.low
-            above = param.high is not None and value > param.high
-            if below or above:
+            if _outside(param, value, low_open=False):
+                below = param.low is not None and value < param.low
                 bound = f">= {describe(param.low)}" if below else f"<= {describe(param.high)}"
+                shown = number_text(value, lambda v: _outside(param, v, low_open=False))
                 self.report(
                     C.OUT_OF_RANGE,
-                    f"`{param.name}` must be {bound} at every epoch; this schedule reaches {describe(value)}",
+                    f"`{param.name}` must be {bound} at every epoch; this schedule reaches {shown}",
                     expr.span,
                 )
                 return False
         return True
+
+
+def _misordered(call: A.Call) -> bool:
+    """Whether a positional argument follows a keyword argument in the source."""
+    first_keyword = min((k.span.start for k in call.kwargs), default=None)
+    return first_keyword is not None and any(a.span.start > first_keyword for a in call.args)
+
+
+def _outside(param: Param, value: float, *, low_open: bool) -> bool:
+    """Whether `value` lies outside the parameter's range (`low_open`: the low bound itself is outside)."""
+    below = param.low is not None and (value <= param.low if low_open else value < param.low)
+    return below or (param.high is not None and value > param.high)
 
 
 def _reached(value: object) -> list[float]:

@@ -289,14 +289,18 @@ class _Analyzer:
                 return None
             node.out_shape = first
         else:
-            if len(first) != 3 or first[1:] != second[1:] or len(second) != 3:
+            if len(first) != 3 or len(second) != 3 or first[1:] != second[1:]:
+                images = len(first) == 3 and len(second) == 3
                 self.sink.append(
                     error(
                         C.BRANCH_SHAPES,
                         f"cannot concatenate branches of shapes {hwc(first)} "
                         f"and {hwc(second)} along the channels",
                         closer.kind_span,
-                        hint="the branches must agree in height and width",
+                        hint="the branches must agree in height and width"
+                        if images
+                        else f"`{closer.kind}` joins the channels of images ([height, width, channels]); "
+                        "a branch that ends in a vector has none",
                     )
                 )
                 node.out_shape = None

@@ -9,7 +9,7 @@ scheme's data set.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -237,10 +237,17 @@ class _ModuleChecker:
     # --- names ----------------------------------------------------------------------------------------
 
     def visible_names(self) -> list[str]:
-        names = list(self.module.lets)
+        """The names of lets this module can write (for suggestions)."""
+        return list(self.module.lets) + self.imported_names(lambda m: m.symbols)
+
+    def imported_names(self, table: Callable[[Module], Iterable[str]]) -> list[str]:
+        """The names an import brings, as this module writes them: plain from an import without `as`,
+        qualified (`s.Baseline`) from one with it."""
+        names = []
         for node, module in self.module.imports:
-            if module is not None and node.alias is None:
-                names.extend(module.symbols)
+            if module is not None:
+                prefix = "" if node.alias is None else node.alias + "."
+                names.extend(prefix + name for name in table(module))
         return names
 
     def resolve(self, name: A.Name) -> Symbol | None:
@@ -368,9 +375,7 @@ class _ModuleChecker:
             return None
         base = self.base_scheme(node.base)
         if base is None:
-            candidates = list(self.module.schemes) + [
-                n for _, m in self.module.imports if m for n in m.schemes
-            ]
+            candidates = list(self.module.schemes) + self.imported_names(lambda m: m.schemes)
             self.report(
                 C.UNKNOWN_NAME,
                 f"unknown scheme `{node.base.dotted}`",

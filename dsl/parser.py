@@ -188,22 +188,20 @@ class _Builder(Transformer):
     def call(self, meta, children: list) -> A.Call:
         func = children[0]
         items = next((c for c in children[1:] if isinstance(c, list)), [])
-        args: list[A.Expr] = []
-        kwargs: list[A.Keyword] = []
-        for item in items:
-            if isinstance(item, A.Keyword):
-                kwargs.append(item)
-            else:
-                if kwargs:
-                    self.diagnostics.append(
-                        D.error(
-                            D.POSITIONAL_AFTER_KEYWORD,
-                            "positional argument after a keyword argument",
-                            item.span,
-                            hint="put positional arguments first, or name this one too",
-                        )
-                    )
-                args.append(item)
+        args = [item for item in items if not isinstance(item, A.Keyword)]
+        kwargs = [item for item in items if isinstance(item, A.Keyword)]
+        misplaced = [a for a in args if kwargs and a.span.start > kwargs[0].span.start]
+        if misplaced:
+            # One mistake, however many arguments it moved: the checker then binds none of them.
+            many = len(misplaced) > 1
+            self.diagnostics.append(
+                D.error(
+                    D.POSITIONAL_AFTER_KEYWORD,
+                    f"positional argument{'s' if many else ''} after the keyword argument `{kwargs[0].name}`",
+                    misplaced[0].span.cover(misplaced[-1].span),
+                    hint=f"put positional arguments first, or name {'these' if many else 'this one'} too",
+                )
+            )
         return A.Call(func, tuple(args), tuple(kwargs), span=self._meta(meta))
 
     @v_args(meta=True)
