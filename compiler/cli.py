@@ -17,7 +17,6 @@ import click
 from daic import __version__
 from daic.dsl import diagnostics as D
 
-from . import codes as compiler_codes
 from . import render
 from .check import parse_source
 from .elaborate import did_you_mean
@@ -80,12 +79,6 @@ def fmt(paths: tuple[str, ...], check_only: bool, diff: bool, stdin_filename: st
     from .fmt_command import fmt_command
 
     sys.exit(fmt_command(paths, check_only, diff, stdin_filename))
-
-
-def all_codes() -> list[D.Code]:
-    """Every diagnostic code, from each phase's declarations."""
-    codes = [v for v in vars(D).values() if isinstance(v, D.Code)] + compiler_codes.ALL
-    return sorted(codes, key=lambda c: c.id)
 
 
 def _parse_shape(text: str) -> tuple[int, ...]:
@@ -478,25 +471,29 @@ def lsp(tcp: str | None) -> None:
 @main.command()
 @click.argument("name", required=False)
 def doc(name: str | None) -> None:
-    """Document a constructor (or list them all by category)."""
+    """Document a constructor or a scheme field (or list them all by category)."""
     from .constructors import REGISTRY
-    from .docs import describe, overview
+    from .docs import document, documented_names, overview
 
     if name is None:
         click.echo(overview(REGISTRY))
         return
-    decls = REGISTRY.lookup(name)
-    if not decls:
-        hint = did_you_mean(name, REGISTRY.names())
-        _fail_usage(f"no constructor {name!r}" + (f"; {hint}" if hint else "; `daic doc` lists them"))
-    click.echo("\n\n".join(describe(d) for d in decls))
+    text = document(REGISTRY, name)
+    if text is None:
+        hint = did_you_mean(name, documented_names(REGISTRY))
+        what = f"no constructor or scheme field {name!r}"
+        _fail_usage(what + (f"; {hint}" if hint else "; `daic doc` lists them"))
+    click.echo(text)
 
 
 @main.command()
 @click.argument("code", required=False)
 def explain(code: str | None) -> None:
-    """Describe a diagnostic code (or list them all)."""
-    codes = all_codes()
+    """Explain a diagnostic code: why it is reported, with an example (or list them all)."""
+    from .codes import every_code
+    from .explain import explain as explanation
+
+    codes = every_code()
     if code is None:
         for c in codes:
             click.echo(f"{c.id}  {c.summary}")
@@ -504,4 +501,4 @@ def explain(code: str | None) -> None:
     match = next((c for c in codes if c.id == code.upper()), None)
     if match is None:
         _fail_usage(f"unknown code {code!r}; `daic explain` lists them")
-    click.echo(f"{match.id}: {match.summary}")
+    click.echo(explanation(match))

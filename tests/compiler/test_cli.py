@@ -258,3 +258,25 @@ def test_fmt_formats_standard_input_to_standard_output():
     result = CliRunner().invoke(main, ["fmt", "-"], input="let x = (1\n")
     assert (result.exit_code, result.stdout) == (1, "")
     assert "error[E005]" in result.stderr
+
+
+def test_doc_documents_every_scheme_field_its_listing_names():
+    from daic.compiler.constructors import SCHEME_DECL
+
+    listing = run("doc").stdout
+    fields = listing.split("Scheme fields:\n", 1)[1].split("\n")[0].strip().split(", ")
+    assert fields == [p.name for p in SCHEME_DECL.params]
+    for field in SCHEME_DECL.params:
+        result = run("doc", field.name)
+        assert result.exit_code == 0, result.output
+        # `relu` is also an activation: both are documented.
+        assert f"scheme field {field.name}: {field.type} (" in result.stdout
+        assert field.doc in result.stdout
+    assert run("doc", "seed").stdout == (
+        "scheme field seed: Int (default 0; >= 0)\n\nSeed of every random number generator.\n"
+    )
+    result = run("doc", "sede")
+    assert (result.exit_code, result.stderr) == (
+        2,
+        "daic: no constructor or scheme field 'sede'; did you mean `seed`?\n",
+    )
