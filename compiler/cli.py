@@ -81,6 +81,21 @@ def fmt(paths: tuple[str, ...], check_only: bool, diff: bool, stdin_filename: st
     sys.exit(fmt_command(paths, check_only, diff, stdin_filename))
 
 
+@main.command()
+@click.argument("folder", default=".")
+def init(folder: str) -> None:
+    """Write a starter network (model.net) and training scheme (train.dai) into FOLDER (default: here)."""
+    from .starter import SCHEME, write_starter
+
+    try:
+        written = write_starter(Path(folder))
+    except UsageError as exc:
+        _fail_usage(str(exc))
+    for path in written:
+        click.echo(f"wrote {path}")
+    click.echo(f"next: daic check {folder}, then daic run {Path(folder) / SCHEME}", err=True)
+
+
 def _parse_shape(text: str) -> tuple[int, ...]:
     try:
         shape = tuple(int(part) for part in text.replace("x", ",").split(","))
