@@ -391,17 +391,16 @@ class Elaborator:
 
     def default(self, param: Param) -> object:
         """A parameter's default as a value: names of bare constructors become `Built` values."""
+        return None if param.default is REQUIRED else self._default_value(param.default, param.type)
 
-        def convert(value: object, expected: Type) -> object:
-            if isinstance(value, tuple):
-                item = expected.item if isinstance(expected, ListOf) else ANY
-                return tuple(convert(v, item) for v in value)
-            if isinstance(value, str) and expected not in (STR, ANY):
-                _, fitting = self._constructors(value, expected)
-                return Built(fitting[0]) if fitting else value
-            return value
-
-        return None if param.default is REQUIRED else convert(param.default, param.type)
+    def _default_value(self, value: object, expected: Type) -> object:
+        if isinstance(value, tuple):
+            item = expected.item if isinstance(expected, ListOf) else ANY
+            return tuple(self._default_value(v, item) for v in value)
+        if isinstance(value, str) and expected not in (STR, ANY):
+            _, fitting = self._constructors(value, expected)
+            return Built(fitting[0]) if fitting else value
+        return value
 
     def check_range(self, param: Param, value: object, expr: A.Expr) -> bool:
         """Whether `value` is in the parameter's range; reports it when not."""

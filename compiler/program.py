@@ -17,7 +17,7 @@ from types import MappingProxyType
 
 from daic.dsl import ast as A
 from daic.dsl.diagnostics import Diagnostic, error
-from daic.dsl.parser import parse_dai, parse_net
+from daic.dsl.parser import ParseResult, parse_dai, parse_net
 from daic.dsl.source import Span
 
 from . import codes as C
@@ -40,6 +40,17 @@ class SchemeInfo:
     net_path: str | None = None
 
 
+@dataclass(frozen=True)
+class Elaborated:
+    """What checking a let gave, and every name it looked up with what each stood for: while the let is
+    the same node (the parser reused its piece) and those names stand for the same symbols, the next
+    check of the document takes `symbol` as it is. Only lets checked without a diagnostic are kept."""
+
+    let: A.Let
+    symbol: Symbol
+    uses: tuple[tuple[A.Name, Symbol | None], ...]
+
+
 @dataclass
 class Module:
     path: str | None  # None for text that is not a file (an editor buffer without a path)
@@ -49,6 +60,8 @@ class Module:
     symbols: dict[str, Symbol] = field(default_factory=dict)
     schemes: dict[str, SchemeInfo] = field(default_factory=dict)
     imports: list[tuple[A.Import, Module | None]] = field(default_factory=list)
+    parsed: ParseResult | None = None  # the parse: its line index, and its pieces for the next parse
+    elaborated: dict[str, Elaborated] = field(default_factory=dict)
 
     def exported(self, name: str) -> Symbol | None:
         return self.symbols.get(name)
@@ -94,15 +107,19 @@ class Program:
         # that a cache of the modules knows which changes make it stale.
         self.consulted: set[str] = set()
 
-    def check_text(self, text: str, path: str | None) -> Module:
-        parsed = parse_dai(text)
-        module = Module(path, parsed.tree, [d for d in parsed.diagnostics])
+    def check_text(self, text: str, path: str | None, previous: Module | None = None) -> Module:
+        """Check a module's text. `previous`, the module the last check of the same document made (the
+        language server's, before an edit), lends its unchanged pieces and lets."""
+        parsed = parse_dai(text, previous.parsed.pieces if previous and previous.parsed else None)
+        module = Module(path, parsed.tree, list(parsed.diagnostics), parsed=parsed)
         if path is not None:
             self.modules[path_key(Path(path))] = module
             self.loading.append(path_key(Path(path)))
+        checker = _ModuleChecker(self, module, previous)
         try:
-            _ModuleChecker(self, module).run()
+            checker.run()
         finally:
+            checker.release()
             if path is not None:
                 self.loading.pop()
         return module
@@ -135,16 +152,24 @@ class Program:
 
 
 class _ModuleChecker:
-    def __init__(self, program: Program, module: Module) -> None:
+    def __init__(self, program: Program, module: Module, previous: Module | None = None) -> None:
         self.program = program
         self.module = module
+        self.previous = previous
         self.sink = module.diagnostics
         self.elaborator = Elaborator(REGISTRY, self.sink, self.resolve, self.visible_names)
         self.in_progress: list[str] = []
+        self.uses: list[list[tuple[A.Name, Symbol | None]]] = []  # per let in progress: its look-ups
         self.base_dir = Path(module.path).parent if module.path else Path.cwd()
 
     def report(self, code, message: str, span: Span, hint: str | None = None) -> None:
         self.sink.append(error(code, message, span, hint))
+
+    def release(self) -> None:
+        """Let go of the elaborator, whose callbacks refer back to this checker: without that cycle the
+        checker, and the previous module it holds, are freed when the check ends, by reference counting
+        rather than by the cycle collector (which is paused during checks, and slow after large ones)."""
+        del self.elaborator
 
     # --- declarations ---------------------------------------------------------------------------------
 
@@ -251,6 +276,14 @@ class _ModuleChecker:
         return names
 
     def resolve(self, name: A.Name) -> Symbol | None:
+        """What a name stands for (None: no let; a constructor, perhaps), noted as a use of the let being
+        checked."""
+        symbol = self._lookup(name)
+        if self.uses:
+            self.uses[-1].append((name, symbol))
+        return symbol
+
+    def _lookup(self, name: A.Name) -> Symbol | None:
         if len(name.parts) == 1:
             if name.parts[0] in self.module.lets:
                 return self.let_symbol(name.parts[0])
@@ -305,12 +338,37 @@ class _ModuleChecker:
             chain = " -> ".join([*self.in_progress[self.in_progress.index(name) :], name])
             self.report(C.CYCLE, f"`{name}` is defined in terms of itself ({chain})", let.name_span)
             return Symbol(name, ANY, UNKNOWN, let.name_span, self.module.path)
+        reused = self._reused(name, let)
+        if reused is not None:
+            self.module.symbols[name] = reused.symbol
+            self.module.elaborated[name] = reused
+            return reused.symbol
         self.in_progress.append(name)
+        self.uses.append([])
+        reported = len(self.sink)
         kind, value = self.elaborator.check(let.value)
+        uses = self.uses.pop()
         self.in_progress.pop()
         symbol = Symbol(name, kind, value, let.name_span, self.module.path)
         self.module.symbols[name] = symbol
+        if len(self.sink) == reported:
+            self.module.elaborated[name] = Elaborated(let, symbol, tuple(uses))
         return symbol
+
+    def _reused(self, name: str, let: A.Let) -> Elaborated | None:
+        """The last check's record of this let, if it still holds: the let is the same node and every
+        name it looked up stands for the same symbol now (looking them up checks those lets first)."""
+        record = self.previous.elaborated.get(name) if self.previous else None
+        if record is None or record.let is not let:
+            return None
+        self.in_progress.append(name)  # a let that now leads back here is a cycle, reported as such
+        self.uses.append([])  # these look-ups are no uses of the let being checked around this one
+        try:
+            same = all(self._lookup(used) is symbol for used, symbol in record.uses)
+        finally:
+            self.uses.pop()
+            self.in_progress.pop()
+        return record if same else None
 
     # --- schemes --------------------------------------------------------------------------------------
 

@@ -4,25 +4,96 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from dataclasses import dataclass
+from functools import total_ordering
 
 
-@dataclass(frozen=True, order=True)
+class Origin:
+    """Where a piece of a text begins: its offset, and the lines before it. The spans of the piece's syntax
+    tree count from it, so that when an edit elsewhere moves the piece, moving its origin moves them all,
+    and the language server reuses the tree instead of parsing the piece again."""
+
+    __slots__ = ("line", "offset")
+
+    def __init__(self, offset: int = 0, line: int = 0) -> None:
+        self.offset = offset
+        self.line = line
+
+    def move(self, offset: int, line: int) -> None:
+        self.offset = offset
+        self.line = line
+
+
+FIXED = Origin()  # the origin of spans counted from the start of the text; it never moves
+
+
+@total_ordering
 class Span:
     """A region of a source file. Lines and columns count from 1 (columns in code points); `end_column`
-    is exclusive. `start`/`end` are 0-based code-point offsets into the text."""
+    is exclusive. `start`/`end` are 0-based code-point offsets into the text. Lines and offsets are
+    counted from the span's `origin` (a piece's start; the text's start by default): read through their
+    properties, they are the text's."""
 
-    line: int
-    column: int
-    end_line: int
-    end_column: int
-    start: int
-    end: int
+    __slots__ = ("_end", "_end_line", "_line", "_start", "column", "end_column", "origin")
+
+    def __init__(
+        self,
+        line: int,
+        column: int,
+        end_line: int,
+        end_column: int,
+        start: int,
+        end: int,
+        origin: Origin = FIXED,
+    ) -> None:
+        self._line, self.column, self._end_line, self.end_column = line, column, end_line, end_column
+        self._start, self._end, self.origin = start, end, origin
+
+    @property
+    def line(self) -> int:
+        return self._line + self.origin.line
+
+    @property
+    def end_line(self) -> int:
+        return self._end_line + self.origin.line
+
+    @property
+    def start(self) -> int:
+        return self._start + self.origin.offset
+
+    @property
+    def end(self) -> int:
+        return self._end + self.origin.offset
+
+    def _key(self) -> tuple[int, int, int, int, int, int]:
+        return (self.line, self.column, self.end_line, self.end_column, self.start, self.end)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Span) and self._key() == other._key()
+
+    def __lt__(self, other: Span) -> bool:
+        return self._key() < other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        line, column, end_line, end_column, start, end = self._key()
+        return f"Span({line=}, {column=}, {end_line=}, {end_column=}, {start=}, {end=})"
 
     def cover(self, other: Span) -> Span:
-        """The smallest span holding both."""
+        """The smallest span holding both (moving with their origin when they share one)."""
         first = self if self.start <= other.start else other
         last = self if self.end >= other.end else other
+        if first.origin is last.origin:
+            return Span(
+                first._line,
+                first.column,
+                last._end_line,
+                last.end_column,
+                first._start,
+                last._end,
+                first.origin,
+            )
         return Span(first.line, first.column, last.end_line, last.end_column, first.start, last.end)
 
 
@@ -86,10 +157,12 @@ class LineIndex:
         start, stop = self.bounds[line - 1]
         return min(start + max(column, 1) - 1, stop)
 
-    def span(self, start: int, end: int) -> Span:
+    def span(self, start: int, end: int, origin: Origin = FIXED) -> Span:
+        """The span from `start` to `end` in this index's text, counted from `origin` when this text is a
+        piece of a larger one that begins there."""
         line, col = self.position(start)
         end_line, end_col = self.position(end)
-        return Span(line, col, end_line, end_col, start, end)
+        return Span(line, col, end_line, end_col, start, end, origin)
 
     def line_text(self, line: int) -> str:
         """The text of a 1-based line, without its line break ("" past the last line)."""
