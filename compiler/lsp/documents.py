@@ -13,7 +13,7 @@ from pathlib import Path
 
 from daic.compiler.check import FileReport, check_source
 from daic.compiler.network import Network
-from daic.compiler.program import Module, Program
+from daic.compiler.program import Module, Program, path_key
 from daic.compiler.sources import Source, language_of
 from daic.dsl import ast as A
 from daic.dsl.source import LineIndex
@@ -112,7 +112,7 @@ def check_document(
     source = Source(document.path, document.language, document.text)
     if document.language == "net":
         return check_source(source, previous=previous), _ImportCache()
-    own = str(Path(document.path).resolve())
+    own = path_key(Path(document.path))
     program = Program(overlay=overlay)
     reused = cache is not None and cache.valid(overlay)
     if reused:

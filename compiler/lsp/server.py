@@ -26,6 +26,7 @@ from pygls.protocol.language_server import lsp_method
 from pygls.uris import to_fs_path, uri_scheme
 
 from daic import __version__
+from daic.compiler.program import path_key
 
 from . import code_actions, completion, definition, formatting, hover, signature_help, symbols
 from .diagnostics import lsp_diagnostics
@@ -113,7 +114,7 @@ class DaicLanguageServer(LanguageServer):
         found = {}
         for doc in list(self.workspace.text_documents.values()):
             if doc.uri != but and uri_scheme(doc.uri) == "file":
-                found[str(Path(to_fs_path(doc.uri)).resolve())] = doc.source
+                found[path_key(Path(to_fs_path(doc.uri)))] = doc.source
         return found
 
     def is_open(self, uri: str) -> bool:
@@ -261,7 +262,7 @@ def create_server() -> DaicLanguageServer:
         buffers = ls.buffers()
 
         def text_of(path: str) -> str | None:
-            found = buffers.get(str(Path(path).resolve()))
+            found = buffers.get(path_key(Path(path)))
             return found if found is not None else _read(path)
 
         return definition.definition(analysis, offset, text_of)

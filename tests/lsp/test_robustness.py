@@ -250,3 +250,21 @@ async def test_the_largest_positions_are_clamped(editor, tmp_path):
         await asyncio.wait_for(request(editor.client, document, kind, T.Position(largest, largest)), 10)
         await asyncio.wait_for(request(editor.client, document, kind, T.Position(0, largest)), 10)
     editor.close(uri)
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_a_document_whose_path_the_system_refuses_costs_the_others_nothing(editor, tmp_path):
+    # A NUL in the path: no file system looks it up, and the other documents still get their answers.
+    odd = T.TextDocumentItem(
+        uri="file:///tmp/odd%00name.dai", language_id="dai", version=1, text="let g = Boxx\n"
+    )
+    editor.versions[odd.uri] = 1
+    editor.client.text_document_did_open(T.DidOpenTextDocumentParams(odd))
+    assert [d.code for d in await editor.diagnostics(odd.uri)] == ["E101"]
+    uri = await editor.open(tmp_path / "c.dai", "let g = Mix(Point, Box, 0.5)\n")
+    hover = await editor.client.text_document_hover_async(
+        T.HoverParams(T.TextDocumentIdentifier(uri=uri), T.Position(0, 9))
+    )
+    editor.close(uri)
+    editor.close(odd.uri)
+    assert "Mix(g1: Goal" in hover.contents.value
