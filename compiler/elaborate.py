@@ -284,20 +284,22 @@ class Elaborator:
         if not found:
             hint = did_you_mean(expr.func.dotted, self.registry.names())
             self.report(C.UNKNOWN_NAME, f"unknown constructor `{expr.func.dotted}`", expr.func.span, hint)
-            for arg in (*expr.args, *(k.value for k in expr.kwargs)):
-                self.check(arg)
-            return ANY, UNKNOWN
+            return self._unbound(expr)
         if _misordered(expr):
             # The parser reported the positional arguments after a keyword; binding them anyway would
             # report the same mistake again as repeated, missing and mistyped arguments.
-            for arg in (*expr.args, *(k.value for k in expr.kwargs)):
-                self.check(arg)
-            return ANY, UNKNOWN
+            return self._unbound(expr)
         decl = (fitting or found)[0]
         value = self._apply(decl, expr, expr.args, expr.kwargs, expr.span)
         if not fitting:
             return self._expect(decl.returns, value, expected, expr)
         return decl.returns, value
+
+    def _unbound(self, call: A.Call) -> tuple[Type, object]:
+        """A call whose arguments cannot be bound: each is still checked alone, for mistakes of its own."""
+        for arg in (*call.args, *(k.value for k in call.kwargs)):
+            self.check(arg)
+        return ANY, UNKNOWN
 
     # --- binding arguments ----------------------------------------------------------------------------
 

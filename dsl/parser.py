@@ -133,14 +133,11 @@ class _Window:
     text: str  # the whole text
     start: int
     end: int
+    line: int  # the line it starts on
 
     def __post_init__(self) -> None:
         self.index = LineIndex(self.text[self.start : self.end])
-        self.origin = Origin()
-
-    def place(self, line: int) -> None:
-        """Put the window's origin where it is in the whole text: its offset, and `line`, its first line."""
-        self.origin.move(self.start, line - 1)
+        self.origin = Origin(self.start, self.line - 1)
 
     def span(self, start: int, end: int) -> Span:
         """The span of text[start:end] (offsets into the whole text), counted from the origin."""
@@ -429,9 +426,7 @@ class _Pieces:
         line = self.index.position(start)[0]
         piece = self.reuse.take(key, start, line - 1)
         if piece is None:
-            window = _Window(self.text, start, end)
-            window.place(line)
-            piece = _parse_piece(self.language, window, base, what)
+            piece = _parse_piece(self.language, _Window(self.text, start, end, line), base, what)
         self.kept.keep(key, piece)
         return piece
 
@@ -445,7 +440,7 @@ def _parse_tree(language: str, piece: str) -> Tree:
 
 
 def _comments(text: str, index: LineIndex, start: int, end: int) -> list[A.Comment]:
-    """The comments of text[start:end], a stretch not parsed (a line whose indentation was wrong)."""
+    """The comments of text[start:end], a line not parsed (only a comment, or wrongly indented)."""
     return [A.Comment(text[s:e].rstrip(), span=index.span(s, e)) for s, e in scan(text, start, end).comments]
 
 
@@ -479,7 +474,7 @@ def parse_net(text: str, reuse: Pieces | None = None) -> ParseResult:
         if not line.strip():
             continue
         if line.strip().startswith("#"):
-            comments.extend(pieces.piece(line_start, stop, start, "the line").comments)
+            comments.extend(_comments(text, index, start, stop))
             continue
         indent = line[: len(line) - len(line.lstrip(" \t"))]
         if indent:
