@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import os
-import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from daic.dsl import diagnostics as D
+from daic.dsl.parser import STATEMENT_START
 from daic.dsl.source import LINE_BREAK, LineIndex
 
 LANGUAGES = {".net": "net", ".dai": "dai"}
 STDIN = "-"  # the path that names standard input on the command line
 STDIN_NAME = "<stdin>"  # how diagnostics name it, when no --stdin-filename gives it a name
-_STATEMENT = re.compile(r"(import|let|scheme)\b")
 
 
 class UsageError(Exception):
@@ -124,7 +123,7 @@ def sniff_language(text: str) -> str:
     for line in LINE_BREAK.split(text):
         stripped = line.strip().lstrip("\ufeff")
         if stripped and not stripped.startswith("#"):
-            return "dai" if _STATEMENT.match(stripped) else "net"
+            return "dai" if STATEMENT_START.match(stripped) else "net"
     return "dai"
 
 

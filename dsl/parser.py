@@ -561,7 +561,7 @@ def _attach_bodies(layer: A.Layer, bodies: dict[int, tuple[A.Layer, ...]]) -> A.
 
 # --- .dai ---------------------------------------------------------------------------------------------
 
-_STATEMENT_START = re.compile(r"(import|let|scheme)\b")
+STATEMENT_START = re.compile(r"(import|let|scheme)\b")  # a line that begins one starts a statement
 
 
 def statement_pieces(text: str, index: LineIndex | None = None) -> list[tuple[int, int]]:
@@ -569,7 +569,7 @@ def statement_pieces(text: str, index: LineIndex | None = None) -> list[tuple[in
     index = index or LineIndex(text)
     first = body_start(text)
     starts = [max(start, first) for start, _ in index.bounds]
-    cuts = [start for start in starts if _STATEMENT_START.match(text, start)]
+    cuts = [start for start in starts if STATEMENT_START.match(text, start)]
     if not cuts or cuts[0] != first:
         cuts.insert(0, first)
     cuts.append(len(text))
