@@ -1,24 +1,31 @@
 """How long the language server takes to re-check a document after a keystroke.
 
     python bench/lsp_bench.py [--reps 31] [--file tests/data/listings/densenet100_none.net]
+                              [--lets 2500,20000]
 
-Two measurements, each the median over `--reps` edits (a digit of a parameter changed, so that every
-repetition is a new text and no cache answers):
+Three measurements, over `--reps` edits each (a digit changed, so that every repetition is a new text):
 
 - re-check: in-process, what the server does per change: `check_source` through the document cache and
   the conversion of every diagnostic to the client's UTF-16 positions;
 - round trip: over stdio with the real server (`python -m daic.compiler.lsp`): a didChange notification,
   then a hover request on the changed line, which has to wait for the new text's check. It adds the
   transport and the JSON to the re-check (not the diagnostics' debounce delay, which hover does not wait
-  for).
+  for);
+- large sources: a generated .dai file of `--lets` lets (goals built from Mix, Sub, Lin and Box, as in
+  stdlib/goals.dai, each from the one before it in tens), opened (its first check, which parses every
+  piece) and then re-checked after each edit at a random place, as the server does: unchanged pieces
+  and lets are taken from the last check. The median and the slowest re-check are printed (the slowest
+  includes Python's occasional full garbage collection).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import random
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -83,10 +90,43 @@ async def round_trip(path: Path, reps: int) -> list[float]:
     return times
 
 
+def large_source(lets: int) -> str:
+    """A .dai file of `lets` goals and a scheme that trains the last one."""
+    lines = ["import stdlib.goals as g", ""]
+    for i in range(lets):
+        weight = "g.Baseline" if i % 10 == 0 else f"l{i - 1}"
+        lines.append(f"let l{i} = Mix(Point, Sub(Lin(0, 1, 10, {i % 7}), {weight}), {i % 10}/10)")
+    lines += ["", "scheme Large {", "    data = Digits", "    epsilon = 0.1", f"    goal = l{lets - 1}"]
+    lines += ["    epochs = 1", "}", ""]
+    return "\n".join(lines)
+
+
+def keystrokes(lets: int, reps: int) -> tuple[float, list[float]]:
+    """The first check of a large source, and each re-check after an edit at a random place."""
+    text = large_source(lets)
+    folder = tempfile.mkdtemp(prefix="daic-lsp-bench-")
+    path = str(Path(folder) / "large.dai")
+    uri = Path(path).as_uri()
+    analyses = Analyses()
+    start = time.perf_counter()
+    lsp_diagnostics(analyses.get(document_for(uri, text, path)))
+    opened = time.perf_counter() - start
+    rng = random.Random(0)
+    times = []
+    for _ in range(reps):
+        at = text.index("/10)", rng.randrange(len(text) // 2)) - 1  # a mixing weight's numerator
+        text = text[:at] + str(rng.randrange(10)) + text[at + 1 :]
+        start = time.perf_counter()
+        lsp_diagnostics(analyses.get(document_for(uri, text, path)))
+        times.append(time.perf_counter() - start)
+    return opened, times
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--reps", type=int, default=31)
     parser.add_argument("--file", type=Path, default=DEFAULT)
+    parser.add_argument("--lets", default="2500,20000", help="sizes of the generated large sources")
     args = parser.parse_args()
     path = args.file.resolve()
     lines = path.read_text(encoding="utf-8").count("\n")
@@ -101,6 +141,12 @@ def main() -> None:
         f"round trip over stdio (didChange + hover):      median {statistics.median(ms):.1f} ms, "
         f"min {min(ms):.1f}, max {max(ms):.1f}"
     )
+    for lets in (int(n) for n in args.lets.split(",") if n):
+        opened, times = keystrokes(lets, args.reps)
+        print(
+            f"{lets:,} lets: first check {opened:.2f} s; re-check after an edit: "
+            f"median {statistics.median(times):.3f} s, max {max(times):.3f} s"
+        )
 
 
 if __name__ == "__main__":

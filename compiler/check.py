@@ -3,6 +3,9 @@ Every phase reports into the same list of diagnostics."""
 
 from __future__ import annotations
 
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 from lark.exceptions import VisitError
@@ -41,12 +44,16 @@ def parse_source(source: Source) -> FileReport:
     return FileReport(source, _sorted(source, parsed.diagnostics), parsed)
 
 
-def check_source(source: Source, program: Program | None = None) -> FileReport:
-    """Every phase of the compiler, one after the other, into one list of diagnostics."""
+def check_source(
+    source: Source, program: Program | None = None, previous: FileReport | None = None
+) -> FileReport:
+    """Every phase of the compiler, one after the other, into one list of diagnostics. `previous`, the
+    report of the last check of the same document (the language server's), lends what did not change."""
     if source.problem is not None:
         return FileReport(source, (source.problem,), None)
     try:
-        return _check(source, program)
+        with _collector_paused():
+            return _check(source, program, previous)
     except (RecursionError, VisitError) as exc:
         if isinstance(exc, VisitError) and not isinstance(exc.orig_exc, RecursionError):
             raise
@@ -61,16 +68,31 @@ def check_source(source: Source, program: Program | None = None) -> FileReport:
         return FileReport(source, (replace(problem, path=source.path),), None)
 
 
-def _check(source: Source, program: Program | None) -> FileReport:
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cycle collector paused for a check. A check allocates a great many objects that all live on
+    (syntax trees, values), which the collector would otherwise walk again and again to no end: on a file
+    of 20,000 lets that was a third of the time. Reference counting still frees what a check drops."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _check(source: Source, program: Program | None, previous: FileReport | None) -> FileReport:
     if source.language == "net":
-        parsed = parse(source.text, "net")
+        last = previous.parsed.pieces if previous is not None and previous.parsed else None
+        parsed = parse(source.text, "net", last)
         network = analyze_net(parsed.tree)
         return FileReport(
             source, _sorted(source, (*parsed.diagnostics, *network.diagnostics)), parsed, network=network
         )
-    module = (program or Program()).check_text(source.text, source.path)
-    parsed = ParseResult(module.tree, (), LineIndex(source.text))
-    return FileReport(source, _sorted(source, module.diagnostics), parsed, module=module)
+    last_module = previous.module if previous is not None else None
+    module = (program or Program()).check_text(source.text, source.path, last_module)
+    return FileReport(source, _sorted(source, module.diagnostics), module.parsed, module=module)
 
 
 def _sorted(source: Source, diagnostics) -> tuple[D.Diagnostic, ...]:

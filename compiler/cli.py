@@ -6,10 +6,8 @@ import the runtime inside their own function.
 
 from __future__ import annotations
 
-import difflib
 import os
 import sys
-import tempfile
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
@@ -17,13 +15,11 @@ from typing import TYPE_CHECKING, NoReturn
 import click
 
 from daic.dsl import diagnostics as D
-from daic.dsl.format import format_tree
 
-from . import codes as compiler_codes
 from . import render
-from .check import check_path, parse_source
+from .check import parse_source
 from .elaborate import did_you_mean
-from .sources import UsageError, discover, language_of, read
+from .sources import UsageError, language_of, read
 
 if TYPE_CHECKING:  # commands that only read sources never import torch
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
@@ -34,10 +30,6 @@ if TYPE_CHECKING:  # commands that only read sources never import torch
 def _fail_usage(message: str) -> None:
     click.echo(f"daic: {message}", err=True)
     sys.exit(2)
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" + ("" if n == 1 else "s")
 
 
 def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
@@ -62,56 +54,32 @@ def main() -> None:
     """daic: certified training of neural networks from .net and .dai sources."""
 
 
+STDIN_FILENAME = click.option(
+    "--stdin-filename",
+    metavar="PATH",
+    help="The name of the source read from `-`: its suffix gives the language, its folder the place of "
+    "relative imports and nets. Without it the language is read off the text.",
+)
+
+
 @main.command()
 @click.argument("paths", nargs=-1, required=True)
 @click.option(
     "--format",
     "output_format",
-    type=click.Choice(["text", "concise", "json"]),
+    type=click.Choice(list(render.RENDERERS)),
     default="text",
     show_default=True,
-    help="text: each diagnostic with its source line; concise: one line (and a hint) each; json: a list.",
+    help="text: each diagnostic with its source line; concise: one line (and a hint) each; json: a list; "
+    "sarif: SARIF 2.1.0 (code scanning); github: GitHub Actions annotations.",
 )
-def check(paths: tuple[str, ...], output_format: str) -> None:
-    """Parse and check .net and .dai files (or folders of them) and report every problem."""
-    try:
-        files = discover(list(paths))
-        reports = [check_path(path) for path in files]
-    except UsageError as exc:
-        _fail_usage(str(exc))
-    diagnostics = [d for report in reports for d in report.diagnostics]
-    if output_format == "json":
-        click.echo(render.as_json(diagnostics))
-    else:
-        for report in reports:
-            for d in report.diagnostics:
-                click.echo(render.as_text(d, report.index, show_source=output_format == "text"))
-                if output_format == "text":
-                    click.echo()
-        broken = sum(1 for r in reports if r.diagnostics)
-        summary = f"checked {_plural(len(reports), 'file')}: "
-        summary += (
-            f"{_plural(len(diagnostics), 'problem')} in {_plural(broken, 'file')}"
-            if diagnostics
-            else ("no problems")
-        )
-        click.echo(summary, err=True)
-    sys.exit(1 if any(r.has_errors for r in reports) else 0)
+@STDIN_FILENAME
+def check(paths: tuple[str, ...], output_format: str, stdin_filename: str | None) -> None:
+    """Parse and check .net and .dai files (or folders of them, or `-` for standard input) and report
+    every problem."""
+    from .check_command import check_command
 
-
-def _write_atomically(path: str, text: str) -> None:
-    """Write next to the file, then rename over it: an interrupted write never leaves half a file."""
-    target = Path(path)
-    mode = target.stat().st_mode
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
-        os.chmod(tmp, mode)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    sys.exit(check_command(paths, output_format, stdin_filename))
 
 
 @main.command()
@@ -120,62 +88,27 @@ def _write_atomically(path: str, text: str) -> None:
     "--check", "check_only", is_flag=True, help="Change nothing; exit 1 if a file is not formatted."
 )
 @click.option("--diff", is_flag=True, help="Change nothing; print what formatting would change.")
-def fmt(paths: tuple[str, ...], check_only: bool, diff: bool) -> None:
-    """Rewrite .net and .dai files in their canonical form."""
+@STDIN_FILENAME
+def fmt(paths: tuple[str, ...], check_only: bool, diff: bool, stdin_filename: str | None) -> None:
+    """Rewrite .net and .dai files in their canonical form (`-`: standard input to standard output)."""
+    from .fmt_command import fmt_command
+
+    sys.exit(fmt_command(paths, check_only, diff, stdin_filename))
+
+
+@main.command()
+@click.argument("folder", default=".")
+def init(folder: str) -> None:
+    """Write a starter network (model.net) and training scheme (train.dai) into FOLDER (default: here)."""
+    from .starter import SCHEME, write_starter
+
     try:
-        files = discover(list(paths))
-        sources = [read(path) for path in files]
+        written = write_starter(Path(folder))
     except UsageError as exc:
         _fail_usage(str(exc))
-    changed = unparsable = unwritable = 0
-    for source in sources:
-        # Formatting needs only a syntax tree; meaning is `daic check`'s business.
-        report = parse_source(source)
-        if report.has_errors:
-            unparsable += 1
-            for d in report.diagnostics:
-                click.echo(render.as_text(d, report.index), err=True)
-            continue
-        before = report.source.text
-        after = format_tree(report.parsed.tree)
-        if after == before:
-            continue
-        changed += 1
-        if diff:
-            click.echo(
-                "".join(
-                    difflib.unified_diff(
-                        before.splitlines(keepends=True),
-                        after.splitlines(keepends=True),
-                        fromfile=report.source.path,
-                        tofile=report.source.path,
-                    )
-                ),
-                nl=False,
-            )
-        elif check_only:
-            click.echo(f"would reformat {report.source.path}")
-        else:
-            try:
-                _write_atomically(report.source.path, after)
-            except OSError as exc:
-                unwritable += 1
-                click.echo(f"daic: cannot write {report.source.path}: {exc.strerror or exc}", err=True)
-                continue
-            click.echo(f"reformatted {report.source.path}", err=True)
-    verb = "would be reformatted" if (check_only or diff) else "reformatted"
-    unchanged = len(sources) - changed - unparsable
-    summary = f"{_plural(changed, 'file')} {verb}, {_plural(unchanged, 'file')} unchanged"
-    if unparsable:
-        summary += f", {_plural(unparsable, 'file')} not parsed"
-    click.echo(summary, err=True)
-    sys.exit(1 if unparsable or unwritable or (changed and (check_only or diff)) else 0)
-
-
-def all_codes() -> list[D.Code]:
-    """Every diagnostic code, from each phase's declarations."""
-    codes = [v for v in vars(D).values() if isinstance(v, D.Code)] + compiler_codes.ALL
-    return sorted(codes, key=lambda c: c.id)
+    for path in written:
+        click.echo(f"wrote {path}")
+    click.echo(f"next: daic check {folder}, then daic run {Path(folder) / SCHEME}", err=True)
 
 
 def _parse_shape(text: str) -> tuple[int, ...]:
@@ -216,16 +149,16 @@ def show(net: str, input_shape: str | None, classes: int | None) -> None:
             click.echo(render.as_text(d, report.index), err=True)
         sys.exit(1)
     network = analyze_net(report.parsed.tree, shape, classes)
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=160)
-    console.print(network_table(network, net))
-    errors = [d for d in network.diagnostics if d.is_error]
+    if network.input_shape is not None:  # without it, every row would be `?`
+        console = Console()
+        if not console.is_terminal:
+            console = Console(width=160)
+        console.print(network_table(network, net))
     for d in network.diagnostics:
         click.echo(render.as_text(replace(d, path=net), report.index), err=True)
     if network.input_shape is None:
-        click.echo("daic: no input shape: give --input C,H,W or an input_shape annotation", err=True)
-    sys.exit(1 if errors else 0)
+        _fail_usage(f"{net}: no input shape: give --input C,H,W or an input_shape annotation")
+    sys.exit(1 if any(d.is_error for d in network.diagnostics) else 0)
 
 
 THREADS = click.option(
@@ -609,25 +542,29 @@ def lsp(tcp: str | None) -> None:
 @main.command()
 @click.argument("name", required=False)
 def doc(name: str | None) -> None:
-    """Document a constructor (or list them all by category)."""
+    """Document a constructor or a scheme field (or list them all by category)."""
     from .constructors import REGISTRY
-    from .docs import describe, overview
+    from .docs import document, documented_names, overview
 
     if name is None:
         click.echo(overview(REGISTRY))
         return
-    decls = REGISTRY.lookup(name)
-    if not decls:
-        hint = did_you_mean(name, REGISTRY.names())
-        _fail_usage(f"no constructor {name!r}" + (f"; {hint}" if hint else "; `daic doc` lists them"))
-    click.echo("\n\n".join(describe(d) for d in decls))
+    text = document(REGISTRY, name)
+    if text is None:
+        hint = did_you_mean(name, documented_names(REGISTRY))
+        what = f"no constructor or scheme field {name!r}"
+        _fail_usage(what + (f"; {hint}" if hint else "; `daic doc` lists them"))
+    click.echo(text)
 
 
 @main.command()
 @click.argument("code", required=False)
 def explain(code: str | None) -> None:
-    """Describe a diagnostic code (or list them all)."""
-    codes = all_codes()
+    """Explain a diagnostic code: why it is reported, with an example (or list them all)."""
+    from .codes import every_code
+    from .explain import explain as explanation
+
+    codes = every_code()
     if code is None:
         for c in codes:
             click.echo(f"{c.id}  {c.summary}")
@@ -635,4 +572,4 @@ def explain(code: str | None) -> None:
     match = next((c for c in codes if c.id == code.upper()), None)
     if match is None:
         _fail_usage(f"unknown code {code!r}; `daic explain` lists them")
-    click.echo(f"{match.id}: {match.summary}")
+    click.echo(explanation(match))

@@ -1,5 +1,6 @@
 """Diagnostic codes of the compiler's phases (the parser's are in daic.dsl.diagnostics)."""
 
+from daic.dsl import diagnostics as D
 from daic.dsl.diagnostics import Code
 
 UNKNOWN_NAME = Code("E101", "a name that is not defined (a let, an import, or a constructor)")
@@ -23,3 +24,8 @@ ABSTRACT_SIZE = Code("W201", "an abstract layer asking for more dimensions than 
 EMPTY_NET = Code("W202", "a network with no layers")
 
 ALL = [v for v in list(globals().values()) if isinstance(v, Code)]
+
+
+def every_code() -> list[Code]:
+    """Every diagnostic code, the parser's and the compiler's, in order."""
+    return sorted([v for v in vars(D).values() if isinstance(v, Code)] + ALL, key=lambda c: c.id)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .registry import Constructor, Registry
+from .registry import Constructor, Param, Registry
 
 CATEGORY_TITLES = {
     "layer": "Layers (.net)",
@@ -33,13 +33,23 @@ def describe(decl: Constructor) -> str:
     if decl.params:
         lines.append("")
     for p in decl.params:
-        extra = [f"default {p.signature_text().split(' = ', 1)[1]}"] if not p.required else ["required"]
-        if p.range_text():
-            extra.append(p.range_text())
-        if p.choices:
-            extra.append("one of " + ", ".join(f'"{c}"' for c in p.choices))
-        lines.append(f"  {p.name}: {p.type} ({'; '.join(extra)}) {p.doc}")
+        lines.append(f"  {p.name}: {p.type} ({_facts(p)}) {p.doc}")
     return "\n".join(lines)
+
+
+def _facts(p: Param) -> str:
+    """`default 0; >= 0`: whether a parameter is required or its default, its range, its choices."""
+    extra = [f"default {p.signature_text().split(' = ', 1)[1]}"] if not p.required else ["required"]
+    if p.range_text():
+        extra.append(p.range_text())
+    if p.choices:
+        extra.append("one of " + ", ".join(f'"{c}"' for c in p.choices))
+    return "; ".join(extra)
+
+
+def describe_field(field: Param) -> str:
+    """A scheme field, as `daic doc` lists it under "Scheme fields": its type, default and documentation."""
+    return f"scheme field {field.name}: {field.type} ({_facts(field)})\n\n{field.doc}"
 
 
 def overview(registry: Registry) -> str:
@@ -54,3 +64,20 @@ def overview(registry: Registry) -> str:
             )
             sections.append(f"{title}:\n  {names}")
     return "\n".join(sections) + "\n\n`daic doc NAME` describes one."
+
+
+def _fields(registry: Registry) -> list[Param]:
+    return [p for decl in registry.of_category("scheme") for p in decl.params]
+
+
+def document(registry: Registry, name: str) -> str | None:
+    """`daic doc NAME`: each constructor of that name, and the scheme field of that name (the overview
+    lists both); None when there is neither."""
+    texts = [describe(d) for d in registry.lookup(name)]
+    texts += [describe_field(p) for p in _fields(registry) if p.name == name]
+    return "\n\n".join(texts) if texts else None
+
+
+def documented_names(registry: Registry) -> list[str]:
+    """Every name `document` knows."""
+    return registry.names() + [p.name for p in _fields(registry)]

@@ -17,6 +17,7 @@ from types import MappingProxyType
 
 from daic.dsl import ast as A
 from daic.dsl.diagnostics import Diagnostic, error
+from daic.dsl.format import escaped
 from daic.dsl.source import Span
 
 from . import codes as C
@@ -77,7 +78,32 @@ def did_you_mean(name: str, candidates: list[str]) -> str | None:
     return f"did you mean `{close[0]}`?" if close else None
 
 
+def as_written(value: str, node: A.Expr | None = None, limit: int = 80) -> str:
+    """A string for a message, as the source writes it between its quotes: the literal's own text when
+    `node` is the literal, else the value with its escapes written back. Either way `C:\\nets` keeps its
+    `\\n` (and the message its one line). Shortened in the middle when longer than `limit`."""
+    text = node.text[1:-1] if isinstance(node, A.String) and node.text else escaped(value)
+    if len(text) <= limit:
+        return text
+    keep = (limit - 3) // 2
+    return text[:keep] + "..." + text[-keep:]
+
+
+def number_text(value: int | float, keeps: Callable[[float], bool] = lambda shown: True) -> str:
+    """A number as a person writes it. A float is shown to 12 significant digits, which hides the rounding
+    of float arithmetic (0.2 - 0.3 is -0.1, not -0.09999999999999998), unless the value so shown would
+    lose what the message is about (`keeps` false: it is no longer out of range): then in full."""
+    if not isinstance(value, float):
+        return repr(value)
+    short = f"{value:.12g}"
+    if not keeps(float(short)):
+        return repr(value)
+    return short if any(c in short for c in ".en") else short + ".0"  # a float stays one: 3.0, not 3
+
+
 def describe(value: object) -> str:
+    if isinstance(value, float):
+        return number_text(value)
     if isinstance(value, bool):
         return "True" if value else "False"
     if isinstance(value, Built):
@@ -85,7 +111,7 @@ def describe(value: object) -> str:
     if isinstance(value, tuple):
         return "[" + ", ".join(describe(v) for v in value) + "]"
     if isinstance(value, str):
-        return f'"{value}"'
+        return f'"{as_written(value)}"'
     return repr(value)
 
 
@@ -258,14 +284,22 @@ class Elaborator:
         if not found:
             hint = did_you_mean(expr.func.dotted, self.registry.names())
             self.report(C.UNKNOWN_NAME, f"unknown constructor `{expr.func.dotted}`", expr.func.span, hint)
-            for arg in (*expr.args, *(k.value for k in expr.kwargs)):
-                self.check(arg)
-            return ANY, UNKNOWN
+            return self._unbound(expr)
+        if _misordered(expr):
+            # The parser reported the positional arguments after a keyword; binding them anyway would
+            # report the same mistake again as repeated, missing and mistyped arguments.
+            return self._unbound(expr)
         decl = (fitting or found)[0]
         value = self._apply(decl, expr, expr.args, expr.kwargs, expr.span)
         if not fitting:
             return self._expect(decl.returns, value, expected, expr)
         return decl.returns, value
+
+    def _unbound(self, call: A.Call) -> tuple[Type, object]:
+        """A call whose arguments cannot be bound: each is still checked alone, for mistakes of its own."""
+        for arg in (*call.args, *(k.value for k in call.kwargs)):
+            self.check(arg)
+        return ANY, UNKNOWN
 
     # --- binding arguments ----------------------------------------------------------------------------
 
@@ -359,17 +393,16 @@ class Elaborator:
 
     def default(self, param: Param) -> object:
         """A parameter's default as a value: names of bare constructors become `Built` values."""
+        return None if param.default is REQUIRED else self._default_value(param.default, param.type)
 
-        def convert(value: object, expected: Type) -> object:
-            if isinstance(value, tuple):
-                item = expected.item if isinstance(expected, ListOf) else ANY
-                return tuple(convert(v, item) for v in value)
-            if isinstance(value, str) and expected not in (STR, ANY):
-                _, fitting = self._constructors(value, expected)
-                return Built(fitting[0]) if fitting else value
-            return value
-
-        return None if param.default is REQUIRED else convert(param.default, param.type)
+    def _default_value(self, value: object, expected: Type) -> object:
+        if isinstance(value, tuple):
+            item = expected.item if isinstance(expected, ListOf) else ANY
+            return tuple(self._default_value(v, item) for v in value)
+        if isinstance(value, str) and expected not in (STR, ANY):
+            _, fitting = self._constructors(value, expected)
+            return Built(fitting[0]) if fitting else value
+        return value
 
     def check_range(self, param: Param, value: object, expr: A.Expr) -> bool:
         """Whether `value` is in the parameter's range; reports it when not."""
@@ -382,41 +415,53 @@ class Elaborator:
             return all(fits)
         if param.choices is not None and isinstance(value, str) and value not in param.choices:
             allowed = ", ".join(f'"{c}"' for c in param.choices)
-            self.report(C.OUT_OF_RANGE, f'`{param.name}` must be one of {allowed}, got "{value}"', expr.span)
+            self.report(
+                C.OUT_OF_RANGE, f"`{param.name}` must be one of {allowed}, got {describe(value)}", expr.span
+            )
             return False
         if isinstance(value, Built) and value.decl.returns == SCHEDULE:
             return self._check_schedule_range(param, value, expr)
         if not isinstance(value, int | float) or isinstance(value, bool):
             return True
-        low_bad = param.low is not None and (value <= param.low if param.low_open else value < param.low)
-        high_bad = param.high is not None and value > param.high
+        outside = _outside(param, value, low_open=param.low_open)
         too_big = param.type == INT and abs(value) > INT_LIMIT
-        if low_bad or high_bad:
+        if outside:
+            shown = number_text(value, lambda v: _outside(param, v, low_open=param.low_open))
             self.report(
-                C.OUT_OF_RANGE,
-                f"`{param.name}` must be {param.range_text()}, got {describe(value)}",
-                expr.span,
+                C.OUT_OF_RANGE, f"`{param.name}` must be {param.range_text()}, got {shown}", expr.span
             )
         elif too_big:
             self.report(C.OUT_OF_RANGE, f"`{param.name}` is too large ({describe(value)})", expr.span)
-        return not (low_bad or high_bad or too_big)
+        return not (outside or too_big)
 
     def _check_schedule_range(self, param: Param, schedule: Built, expr: A.Expr) -> bool:
         """A schedule given to a ranged field must stay in the range at every epoch. Its values lie between
         the ones it is built from (a ramp moves between its ends), so those are checked. A strict lower
         bound (`epsilon > 0`) still lets a schedule start at the bound: a ramp up from 0 is the norm."""
         for value in _reached(schedule):
-            below = param.low is not None and value < param.low
-            above = param.high is not None and value > param.high
-            if below or above:
+            if _outside(param, value, low_open=False):
+                below = param.low is not None and value < param.low
                 bound = f">= {describe(param.low)}" if below else f"<= {describe(param.high)}"
+                shown = number_text(value, lambda v: _outside(param, v, low_open=False))
                 self.report(
                     C.OUT_OF_RANGE,
-                    f"`{param.name}` must be {bound} at every epoch; this schedule reaches {describe(value)}",
+                    f"`{param.name}` must be {bound} at every epoch; this schedule reaches {shown}",
                     expr.span,
                 )
                 return False
         return True
+
+
+def _misordered(call: A.Call) -> bool:
+    """Whether a positional argument follows a keyword argument in the source."""
+    first_keyword = min((k.span.start for k in call.kwargs), default=None)
+    return first_keyword is not None and any(a.span.start > first_keyword for a in call.args)
+
+
+def _outside(param: Param, value: float, *, low_open: bool) -> bool:
+    """Whether `value` lies outside the parameter's range (`low_open`: the low bound itself is outside)."""
+    below = param.low is not None and (value <= param.low if low_open else value < param.low)
+    return below or (param.high is not None and value > param.high)
 
 
 def _reached(value: object) -> list[float]:

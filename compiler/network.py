@@ -24,6 +24,7 @@ Shape = tuple[int, ...]
 
 BLOCKS = {"ParNet1": ("ParNet2", "ParSum", "sum"), "SkipNet1": ("SkipNet2", "SkipCat", "cat")}
 BLOCK_PARTS = {"ParNet1", "ParNet2", "ParSum", "SkipNet1", "SkipNet2", "SkipCat"}
+CLOSERS = {closer for _second, closer, _kind in BLOCKS.values()}
 
 
 @dataclass
@@ -85,7 +86,8 @@ class _Analyzer:
 
     # --- structure ------------------------------------------------------------------------------------
 
-    def group(self, layers: tuple[A.Layer, ...]) -> list[Node]:
+    def group(self, layers: tuple[A.Layer, ...], end: str = "the end of the file") -> list[Node]:
+        """Nodes for a sequence of lines, blocks grouped; `end` says where the sequence ends, for messages."""
         nodes: list[Node] = []
         i = 0
         while i < len(layers):
@@ -93,20 +95,8 @@ class _Analyzer:
             if layer.kind in BLOCKS:
                 second, closer, kind = BLOCKS[layer.kind]
                 parts = layers[i : i + 3]
-                expected = (layer.kind, second, closer)
-                if tuple(p.kind for p in parts) != expected:
-                    got = parts[1].kind if len(parts) > 1 else None
-                    missing = second if got != second else closer
-                    where = parts[-1] if len(parts) > 1 and got == second else layer
-                    self.sink.append(
-                        error(
-                            C.BLOCK_STRUCTURE,
-                            f"`{layer.kind}` must be followed by `{missing}`",
-                            where.kind_span,
-                            hint=f"a block is {' / '.join(expected)}",
-                        )
-                    )
-                    i += 1
+                if tuple(p.kind for p in parts) != (layer.kind, second, closer):
+                    i += self._broken_block(layer, layers[i + 1 : i + 3], end)
                     continue
                 nodes.append(self._block(kind, parts))
                 i += 3
@@ -126,6 +116,31 @@ class _Analyzer:
             i += 1
         return nodes
 
+    def _broken_block(self, opener: A.Layer, following: tuple[A.Layer, ...], end: str) -> int:
+        """Report a block whose parts are not all there, naming the part missing and where the block began;
+        returns how many lines the block took (the lines of block structure that were meant as its parts,
+        so that they are not reported again as parts without a block)."""
+        second, closer, _kind = BLOCKS[opener.kind]
+        expected = (opener.kind, second, closer)
+        present = 1 + (1 if following and following[0].kind == second else 0)
+        missing = expected[present]
+        found = following[present - 1] if len(following) >= present else None
+        began = f"the block that `{opener.kind}` opens at line {opener.span.line}"
+        if found is None:
+            message, span = f"`{missing}` missing at {end}: {began} is not closed", opener.kind_span
+        elif missing == closer and found.kind in CLOSERS:
+            message = f"`{found.kind}` cannot close {began}: it ends with `{closer}`"
+            span = found.kind_span
+        else:
+            message, span = f"`{missing}` missing before `{found.kind}` ({began})", found.kind_span
+        self.sink.append(error(C.BLOCK_STRUCTURE, message, span, hint=f"a block is {' / '.join(expected)}"))
+        taken = 1
+        for layer in following:
+            if layer.kind not in BLOCK_PARTS or layer.kind in BLOCKS:
+                break
+            taken += 1
+        return taken
+
     def _block(self, kind: str, parts: tuple[A.Layer, ...]) -> BlockNode:
         first, second, closer = parts
         if closer.body:
@@ -137,7 +152,7 @@ class _Analyzer:
         return BlockNode(
             kind,
             (first, second, closer),
-            (self.group(first.body), self.group(second.body)),
+            tuple(self.group(head.body, f"the end of the `{head.kind}` branch") for head in (first, second)),
             dim if isinstance(dim, int) else 1,
         )
 
@@ -274,14 +289,18 @@ class _Analyzer:
                 return None
             node.out_shape = first
         else:
-            if len(first) != 3 or first[1:] != second[1:] or len(second) != 3:
+            if len(first) != 3 or len(second) != 3 or first[1:] != second[1:]:
+                images = len(first) == 3 and len(second) == 3
                 self.sink.append(
                     error(
                         C.BRANCH_SHAPES,
                         f"cannot concatenate branches of shapes {hwc(first)} "
                         f"and {hwc(second)} along the channels",
                         closer.kind_span,
-                        hint="the branches must agree in height and width",
+                        hint="the branches must agree in height and width"
+                        if images
+                        else f"`{closer.kind}` joins the channels of images ([height, width, channels]); "
+                        "a branch that ends in a vector has none",
                     )
                 )
                 node.out_shape = None

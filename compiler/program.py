@@ -9,7 +9,7 @@ scheme's data set.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -17,13 +17,14 @@ from types import MappingProxyType
 
 from daic.dsl import ast as A
 from daic.dsl.diagnostics import Diagnostic, error
-from daic.dsl.parser import parse_dai, parse_net
+from daic.dsl.parser import ParseResult, parse_dai, parse_net
 from daic.dsl.source import Span
 
 from . import codes as C
 from .constructors import REGISTRY, SCHEME_DECL
-from .elaborate import UNKNOWN, Built, Elaborator, Symbol, did_you_mean
+from .elaborate import UNKNOWN, Built, Elaborator, Symbol, as_written, did_you_mean
 from .network import Network, analyze_net
+from .sources import Probe, probe
 from .types import ANY
 
 STDLIB = "stdlib"
@@ -40,6 +41,17 @@ class SchemeInfo:
     base: SchemeInfo | None = None  # the scheme it extends, once found
 
 
+@dataclass(frozen=True)
+class Elaborated:
+    """What checking a let gave, and every name it looked up with what each stood for: while the let is
+    the same node (the parser reused its piece) and those names stand for the same symbols, the next
+    check of the document takes `symbol` as it is. Only lets checked without a diagnostic are kept."""
+
+    let: A.Let
+    symbol: Symbol
+    uses: tuple[tuple[A.Name, Symbol | None], ...]
+
+
 @dataclass
 class Module:
     path: str | None  # None for text that is not a file (an editor buffer without a path)
@@ -49,6 +61,8 @@ class Module:
     symbols: dict[str, Symbol] = field(default_factory=dict)
     schemes: dict[str, SchemeInfo] = field(default_factory=dict)
     imports: list[tuple[A.Import, Module | None]] = field(default_factory=list)
+    parsed: ParseResult | None = None  # the parse: its line index, and its pieces for the next parse
+    elaborated: dict[str, Elaborated] = field(default_factory=dict)
 
     def exported(self, name: str) -> Symbol | None:
         return self.symbols.get(name)
@@ -59,8 +73,24 @@ def stdlib_file(dotted: str) -> Path | None:
     parts = dotted.split(".")
     if parts[0] != STDLIB or len(parts) < 2:
         return None
-    entry = resources.files("daic.stdlib").joinpath(*parts[1:-1], parts[-1] + ".dai")
-    return Path(str(entry)) if entry.is_file() else None
+    entry = Path(str(resources.files("daic.stdlib").joinpath(*parts[1:-1], parts[-1] + ".dai")))
+    return entry if probe(entry).kind == "file" else None
+
+
+def path_key(path: Path) -> str:
+    """The path a module is known by (symbolic links resolved, so that one file is one module)."""
+    try:
+        return str(path.resolve())
+    except (OSError, ValueError):  # a name the system will not look up: nothing to resolve
+        return str(path.absolute())
+
+
+def _escape_hint(path: str) -> str | None:
+    """For a path that holds a tab or a line break: the escape that put it there (`C:\\nets`)."""
+    for char, escape, meaning in (("\n", "\\n", "a line break"), ("\t", "\\t", "a tab")):
+        if char in path:
+            return f"`{escape}` in a string is {meaning}: write paths with `/`"
+    return None
 
 
 class Program:
@@ -78,22 +108,26 @@ class Program:
         # that a cache of the modules knows which changes make it stale.
         self.consulted: set[str] = set()
 
-    def check_text(self, text: str, path: str | None) -> Module:
-        parsed = parse_dai(text)
-        module = Module(path, parsed.tree, [d for d in parsed.diagnostics])
+    def check_text(self, text: str, path: str | None, previous: Module | None = None) -> Module:
+        """Check a module's text. `previous`, the module the last check of the same document made (the
+        language server's, before an edit), lends its unchanged pieces and lets."""
+        parsed = parse_dai(text, previous.parsed.pieces if previous and previous.parsed else None)
+        module = Module(path, parsed.tree, list(parsed.diagnostics), parsed=parsed)
         if path is not None:
-            self.modules[str(Path(path).resolve())] = module
-            self.loading.append(str(Path(path).resolve()))
+            self.modules[path_key(Path(path))] = module
+            self.loading.append(path_key(Path(path)))
+        checker = _ModuleChecker(self, module, previous)
         try:
-            _ModuleChecker(self, module).run()
+            checker.run()
         finally:
+            checker.release()
             if path is not None:
                 self.loading.pop()
         return module
 
     def load(self, path: Path) -> Module | str:
         """The checked module at `path`, or a reason it cannot be had."""
-        key = str(path.resolve())
+        key = path_key(path)
         self.consulted.add(key)
         if key in self.loading:
             self.cycles.append([*self.loading[self.loading.index(key) :], key])
@@ -106,29 +140,37 @@ class Program:
             return f"cannot be read ({exc.__class__.__name__})"
         return self.check_text(text, str(path))
 
-    def exists(self, path: Path) -> bool:
-        """Whether `path` is a file or an open buffer (either way, a file the check depends on now)."""
-        key = str(path.resolve())
+    def probe(self, path: Path) -> Probe:
+        """What `path` names; an open buffer is a file. Either way, a file the check depends on now."""
+        key = path_key(path)
         self.consulted.add(key)
-        return key in self.overlay or path.is_file()
+        return Probe("file") if key in self.overlay else probe(path)
 
     def read(self, path: Path) -> str:
         """The file's text, or the buffer that stands in for it."""
-        buffer = self.overlay.get(str(path.resolve()))
+        buffer = self.overlay.get(path_key(path))
         return buffer if buffer is not None else path.read_text(encoding="utf-8")
 
 
 class _ModuleChecker:
-    def __init__(self, program: Program, module: Module) -> None:
+    def __init__(self, program: Program, module: Module, previous: Module | None = None) -> None:
         self.program = program
         self.module = module
+        self.previous = previous
         self.sink = module.diagnostics
         self.elaborator = Elaborator(REGISTRY, self.sink, self.resolve, self.visible_names)
         self.in_progress: list[str] = []
+        self.uses: list[list[tuple[A.Name, Symbol | None]]] = []  # per let in progress: its look-ups
         self.base_dir = Path(module.path).parent if module.path else Path.cwd()
 
     def report(self, code, message: str, span: Span, hint: str | None = None) -> None:
         self.sink.append(error(code, message, span, hint))
+
+    def release(self) -> None:
+        """Let go of the elaborator, whose callbacks refer back to this checker: without that cycle the
+        checker, and the previous module it holds, are freed when the check ends, by reference counting
+        rather than by the cycle collector (which is paused during checks, and slow after large ones)."""
+        del self.elaborator
 
     # --- declarations ---------------------------------------------------------------------------------
 
@@ -154,7 +196,7 @@ class _ModuleChecker:
     def import_module(self, node: A.Import) -> Module | None:
         if isinstance(node.target, A.Name):
             path = stdlib_file(node.target.dotted)
-            shown = node.target.dotted
+            shown = as_written(node.target.dotted)
             if path is None:
                 available = [p.name[:-4] for p in Path(str(resources.files("daic.stdlib"))).glob("*.dai")]
                 hint = (
@@ -168,8 +210,14 @@ class _ModuleChecker:
                 return None
         else:
             path = self.base_dir / node.target.value
-            shown = node.target.value
-            not_a_module = "a network" if path.suffix == ".net" else "a folder" if path.is_dir() else None
+            shown = as_written(node.target.value, node.target)
+            found = self.program.probe(path)
+            if found.kind == "unusable":
+                self.report(C.IMPORT_NOT_FOUND, f"cannot look up `{shown}`: {found.reason}", node.target.span)
+                return None
+            not_a_module = (
+                "a network" if path.suffix == ".net" else "a folder" if found.kind == "folder" else None
+            )
             if not_a_module:
                 self.report(
                     C.IMPORT_NOT_FOUND,
@@ -180,9 +228,12 @@ class _ModuleChecker:
                     else None,
                 )
                 return None
-            if not self.program.exists(path):
+            if found.kind != "file":
                 self.report(
-                    C.IMPORT_NOT_FOUND, f"no file `{shown}` (looked in {self.base_dir})", node.target.span
+                    C.IMPORT_NOT_FOUND,
+                    f"no file `{shown}` (looked in {as_written(str(self.base_dir))})",
+                    node.target.span,
+                    _escape_hint(node.target.value),
                 )
                 return None
         loaded = self.program.load(path)
@@ -201,7 +252,7 @@ class _ModuleChecker:
         """The import cycle through this module and `imported`, if one was found, as `a -> b -> a`."""
         if self.module.path is None:
             return None
-        here, there = str(Path(self.module.path).resolve()), str(imported.resolve())
+        here, there = path_key(Path(self.module.path)), path_key(imported)
         for chain in self.program.cycles:
             if here in chain and there in chain:
                 start = chain.index(here)
@@ -212,13 +263,28 @@ class _ModuleChecker:
     # --- names ----------------------------------------------------------------------------------------
 
     def visible_names(self) -> list[str]:
-        names = list(self.module.lets)
+        """The names of lets this module can write (for suggestions)."""
+        return list(self.module.lets) + self.imported_names(lambda m: m.symbols)
+
+    def imported_names(self, table: Callable[[Module], Iterable[str]]) -> list[str]:
+        """The names an import brings, as this module writes them: plain from an import without `as`,
+        qualified (`s.Baseline`) from one with it."""
+        names = []
         for node, module in self.module.imports:
-            if module is not None and node.alias is None:
-                names.extend(module.symbols)
+            if module is not None:
+                prefix = "" if node.alias is None else node.alias + "."
+                names.extend(prefix + name for name in table(module))
         return names
 
     def resolve(self, name: A.Name) -> Symbol | None:
+        """What a name stands for (None: no let; a constructor, perhaps), noted as a use of the let being
+        checked."""
+        symbol = self._lookup(name)
+        if self.uses:
+            self.uses[-1].append((name, symbol))
+        return symbol
+
+    def _lookup(self, name: A.Name) -> Symbol | None:
         if len(name.parts) == 1:
             if name.parts[0] in self.module.lets:
                 return self.let_symbol(name.parts[0])
@@ -273,12 +339,37 @@ class _ModuleChecker:
             chain = " -> ".join([*self.in_progress[self.in_progress.index(name) :], name])
             self.report(C.CYCLE, f"`{name}` is defined in terms of itself ({chain})", let.name_span)
             return Symbol(name, ANY, UNKNOWN, let.name_span, self.module.path)
+        reused = self._reused(name, let)
+        if reused is not None:
+            self.module.symbols[name] = reused.symbol
+            self.module.elaborated[name] = reused
+            return reused.symbol
         self.in_progress.append(name)
+        self.uses.append([])
+        reported = len(self.sink)
         kind, value = self.elaborator.check(let.value)
+        uses = self.uses.pop()
         self.in_progress.pop()
         symbol = Symbol(name, kind, value, let.name_span, self.module.path)
         self.module.symbols[name] = symbol
+        if len(self.sink) == reported:
+            self.module.elaborated[name] = Elaborated(let, symbol, tuple(uses))
         return symbol
+
+    def _reused(self, name: str, let: A.Let) -> Elaborated | None:
+        """The last check's record of this let, if it still holds: the let is the same node and every
+        name it looked up stands for the same symbol now (looking them up checks those lets first)."""
+        record = self.previous.elaborated.get(name) if self.previous else None
+        if record is None or record.let is not let:
+            return None
+        self.in_progress.append(name)  # a let that now leads back here is a cycle, reported as such
+        self.uses.append([])  # these look-ups are no uses of the let being checked around this one
+        try:
+            same = all(self._lookup(used) is symbol for used, symbol in record.uses)
+        finally:
+            self.uses.pop()
+            self.in_progress.pop()
+        return record if same else None
 
     # --- schemes --------------------------------------------------------------------------------------
 
@@ -334,12 +425,7 @@ class _ModuleChecker:
         if base is not None and "net" not in bound and "data" not in bound:
             info.network, info.net_path = base.network, base.net_path
         elif isinstance(net, str) and info.net_dir is not None:
-            self.check_net(
-                info,
-                net,
-                bound["net"].span if "net" in bound else node.name_span,
-                report_missing="net" in bound,
-            )
+            self.check_net(info, net, bound.get("net"), node.name_span)
         return info
 
     def _base(self, info: SchemeInfo, chain: list[str]) -> SchemeInfo | None:
@@ -348,9 +434,7 @@ class _ModuleChecker:
             return None
         base = self.base_scheme(node.base)
         if base is None:
-            candidates = list(self.module.schemes) + [
-                n for _, m in self.module.imports if m for n in m.schemes
-            ]
+            candidates = list(self.module.schemes) + self.imported_names(lambda m: m.schemes)
             self.report(
                 C.UNKNOWN_NAME,
                 f"unknown scheme `{node.base.dotted}`",
@@ -367,26 +451,39 @@ class _ModuleChecker:
             return self.check_scheme(base.node.name, [*chain, node.name])
         return base
 
-    def check_net(self, info: SchemeInfo, net: str, span: Span, report_missing: bool = True) -> None:
+    def check_net(self, info: SchemeInfo, net: str, written: A.Expr | None, name_span: Span) -> None:
+        """Check the network a scheme names: `written` is its own `net` field's value (None when the field
+        comes from a base), where problems with the file are reported (else at the scheme's name)."""
         if not self.program.check_nets:
             return
+        span = written.span if written is not None else name_span
         path = (info.net_dir or self.base_dir) / net
-        if not self.program.exists(path) and net.startswith(STDLIB + "/"):
+        found = self.program.probe(path)
+        if found.kind != "file" and net.startswith(STDLIB + "/"):
             path = Path(str(resources.files("daic.stdlib").joinpath(*net.split("/")[1:])))
-        if not self.program.exists(path):
-            if not report_missing:
+            found = self.program.probe(path)
+        shown = as_written(net, written)
+        if found.kind != "file":
+            # A `net` that comes from a base was reported where the base sets it.
+            if written is None:
+                return
+            if found.kind == "unusable":
+                self.report(
+                    C.IMPORT_NOT_FOUND, f"cannot look up network file `{shown}`: {found.reason}", span
+                )
                 return
             self.report(
                 C.IMPORT_NOT_FOUND,
-                f"no network file `{net}` (looked in {path.parent})",
+                f"no network file `{shown}` (looked in {as_written(str(path.parent))})",
                 span,
-                hint="paths are relative to this .dai file; `stdlib/nets/NAME.net` names a shipped one",
+                hint=_escape_hint(net)
+                or "paths are relative to this .dai file; `stdlib/nets/NAME.net` names a shipped one",
             )
             return
         try:
             text = self.program.read(path)
         except (OSError, UnicodeDecodeError):
-            self.report(C.IMPORT_NOT_FOUND, f"network file `{net}` cannot be read as text", span)
+            self.report(C.IMPORT_NOT_FOUND, f"network file `{shown}` cannot be read as text", span)
             return
         data = info.built.args.get("data") if info.built else None
         facts = data.decl.facts if isinstance(data, Built) else {}
@@ -398,7 +495,7 @@ class _ModuleChecker:
             first = problems[0]
             self.report(
                 first.code,
-                f"network `{net}` has {len(problems)} error{'s' if len(problems) > 1 else ''}"
+                f"network `{shown}` has {len(problems)} error{'s' if len(problems) > 1 else ''}"
                 f"{' with this data set' if facts else ''}; the first, at line {first.span.line}: "
                 f"{first.message}",
                 span,

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from daic.dsl import diagnostics as D
-from daic.dsl.source import LineIndex
+from daic.dsl.parser import STATEMENT_START
+from daic.dsl.source import LINE_BREAK, LineIndex
 
 LANGUAGES = {".net": "net", ".dai": "dai"}
+STDIN = "-"  # the path that names standard input on the command line
+STDIN_NAME = "<stdin>"  # how diagnostics name it, when no --stdin-filename gives it a name
 
 
 class UsageError(Exception):
@@ -24,6 +28,31 @@ class Source:
     problem: D.Diagnostic | None = None  # set when the bytes are not text; `text` is then empty
 
 
+@dataclass(frozen=True)
+class Probe:
+    """What a path names on the file system: "file", "folder", "other" (a device, a socket), "missing",
+    or "unusable" when the system refuses to look it up at all (`reason` says why: a name too long for the
+    file system, a loop of symbolic links, a NUL character). Every path a user wrote is looked up through
+    `probe`, so that no such refusal escapes as an exception."""
+
+    kind: str
+    reason: str = ""
+
+
+def probe(path: str | os.PathLike) -> Probe:
+    try:
+        mode = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return Probe("missing")
+    except OSError as exc:
+        return Probe("unusable", exc.strerror or str(exc))
+    except ValueError:  # os.stat's answer to a NUL in the name
+        return Probe("unusable", "the name holds a NUL character")
+    if stat.S_ISREG(mode):
+        return Probe("file")
+    return Probe("folder") if stat.S_ISDIR(mode) else Probe("other")
+
+
 def language_of(path: str | os.PathLike) -> str | None:
     return LANGUAGES.get(Path(path).suffix)
 
@@ -33,23 +62,26 @@ def discover(paths: list[str]) -> list[str]:
     found: list[str] = []
     for raw in paths:
         path = Path(raw)
-        if path.is_dir():
+        kind = probe(path)
+        if kind.kind == "folder":
             inside = sorted(
                 str(p)
                 for p in path.rglob("*")
                 if p.suffix in LANGUAGES
-                and p.is_file()
+                and probe(p).kind == "file"
                 and not any(part.startswith(".") for part in p.relative_to(path).parts)
             )
             if not inside:
                 raise UsageError(f"{raw}: no .net or .dai files in this folder")
             found.extend(inside)
-        elif path.is_file():
+        elif kind.kind == "file":
             if language_of(path) is None:
                 raise UsageError(f"{raw}: not a .net or .dai file")
             found.append(str(path))
-        elif path.exists():
+        elif kind.kind == "other":
             raise UsageError(f"{raw}: not a regular file")
+        elif kind.kind == "unusable":
+            raise UsageError(f"{raw}: cannot be looked up: {kind.reason}")
         else:
             raise UsageError(f"{raw}: no such file or folder")
     return list(dict.fromkeys(found))
@@ -83,6 +115,26 @@ def decode(data: bytes, path: str, language: str) -> Source:
             path=path,
         )
         return Source(path, language, "", problem)
+
+
+def sniff_language(text: str) -> str:
+    """The language of a text with no file name: a .dai file's first statement begins with `import`, `let`
+    or `scheme`; anything else is read as a network's layers."""
+    for line in LINE_BREAK.split(text):
+        stripped = line.strip().lstrip("\ufeff")
+        if stripped and not stripped.startswith("#"):
+            return "dai" if STATEMENT_START.match(stripped) else "net"
+    return "dai"
+
+
+def from_stdin(data: bytes, filename: str | None) -> Source:
+    """The source read from standard input (`-`). `filename`, when given, names it in diagnostics, decides
+    its language by its suffix, and is where its relative imports and nets are found from."""
+    if filename is not None and language_of(filename) is None:
+        raise UsageError(f"--stdin-filename {filename}: not a .net or .dai name")
+    source = decode(data, filename or STDIN_NAME, "dai")
+    language = language_of(filename) if filename else sniff_language(source.text)
+    return Source(source.path, language or "dai", source.text, source.problem)
 
 
 def read(path: str) -> Source:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from .source import NO_SPAN, Span
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Node:
     span: Span = field(default=NO_SPAN, compare=False, repr=False, kw_only=True)
 
@@ -16,23 +16,24 @@ class Node:
 # --- expressions (shared by .net keyword values and .dai) -------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Number(Node):
     value: int | float
     text: str = field(default="", compare=False)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class String(Node):
     value: str
+    text: str = field(default="", compare=False)  # the literal as written, quotes and escapes included
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Bool(Node):
     value: bool
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Name(Node):
     """A possibly dotted name: `Box`, `relu`, `schemes.Baseline`."""
 
@@ -43,38 +44,38 @@ class Name(Node):
         return ".".join(self.parts)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Keyword(Node):
     name: str
     value: Expr
     name_span: Span = field(default=NO_SPAN, compare=False, repr=False)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Call(Node):
     func: Name
     args: tuple[Expr, ...] = ()
     kwargs: tuple[Keyword, ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ListExpr(Node):
     items: tuple[Expr, ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class BinOp(Node):
     op: str  # one of + - * /
     left: Expr
     right: Expr
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Neg(Node):
     operand: Expr
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Invalid(Node):
     """Text that stands where a value belongs but is none (`%s`, `<function relu at 0x...>`). The parser
     keeps it in the tree, reports it, and parses on, so one defect does not hide the next. `reason` is
@@ -87,7 +88,7 @@ class Invalid(Node):
 Expr = Number | String | Bool | Name | Call | ListExpr | BinOp | Neg | Invalid
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Comment(Node):
     text: str  # including the leading '#'
 
@@ -95,14 +96,14 @@ class Comment(Node):
 # --- .net ---------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Param(Node):
     name: str
     value: Expr
     name_span: Span = field(default=NO_SPAN, compare=False, repr=False)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Layer(Node):
     """One line of a network: a layer kind and its keyword parameters. Block heads such as `ParNet1`
     carry the indented lines under them as `body` (an empty tuple for a block with no lines)."""
@@ -116,7 +117,7 @@ class Layer(Node):
         return next((p for p in self.params if p.name == name), None)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class NetFile(Node):
     layers: tuple[Layer, ...] = ()
     comments: tuple[Comment, ...] = field(default=(), compare=False)
@@ -125,7 +126,7 @@ class NetFile(Node):
 # --- .dai ---------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Import(Node):
     """`import stdlib.schemes` (a module of the standard library) or `import "nets/mine.dai"`."""
 
@@ -133,21 +134,21 @@ class Import(Node):
     alias: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Let(Node):
     name: str
     value: Expr
     name_span: Span = field(default=NO_SPAN, compare=False, repr=False)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Field(Node):
     name: str
     value: Expr
     name_span: Span = field(default=NO_SPAN, compare=False, repr=False)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Scheme(Node):
     name: str
     fields: tuple[Field, ...] = ()
@@ -161,7 +162,7 @@ class Scheme(Node):
 Statement = Import | Let | Scheme
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DaiFile(Node):
     statements: tuple[Statement, ...] = ()
     comments: tuple[Comment, ...] = field(default=(), compare=False)

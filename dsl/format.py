@@ -35,9 +35,13 @@ def _number_text(node: A.Number) -> str:
     return repr(node.value)
 
 
+def escaped(value: str) -> str:
+    """A string's value as a literal writes it between its quotes."""
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t")
+
+
 def _string_text(value: str) -> str:
-    escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t")
-    return f'"{escaped}"'
+    return f'"{escaped(value)}"'
 
 
 def _wrap(expr: A.Expr, need: int) -> str:

@@ -11,20 +11,52 @@ from __future__ import annotations
 import itertools
 import math
 import re
-from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache, lru_cache
 from importlib import resources
 
-from lark import Lark, Token, Transformer, Tree, v_args
+from lark import Lark, Token, Transformer, Tree
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 
 from . import ast as A
 from . import diagnostics as D
 from .scan import CLOSERS, MAX_DEPTH, MAX_OPERATORS, OPENERS, scan
-from .source import LineIndex, Span
+from .source import LineIndex, Origin, Span, body_start
 
 Tree_ = A.NetFile | A.DaiFile
+
+
+@dataclass
+class _Piece:
+    """A piece of a text parsed on its own (a .dai statement, a .net line): its nodes, what parsing it
+    reported, its comments. Their spans count from the piece's origin."""
+
+    nodes: tuple
+    diagnostics: tuple[D.Diagnostic, ...]
+    comments: tuple[A.Comment, ...]
+    origin: Origin
+
+
+class Pieces:
+    """The pieces of one document's last parse, by text. The next parse of the document (the language
+    server's, after an edit) takes each piece whose text it finds again and moves its origin to where the
+    piece now is, instead of parsing it again. Only pieces without diagnostics are kept: a message may name
+    a position (`the ( at 3:9 is never closed`) that moving the piece would not update."""
+
+    def __init__(self) -> None:
+        self._by_text: dict[str, list[_Piece]] = {}
+
+    def take(self, text: str, offset: int, line: int) -> _Piece | None:
+        found = self._by_text.get(text)
+        if not found:
+            return None
+        piece = found.pop()
+        piece.origin.move(offset, line)
+        return piece
+
+    def keep(self, text: str, piece: _Piece) -> None:
+        if not piece.diagnostics:
+            self._by_text.setdefault(text, []).append(piece)
 
 
 @dataclass(frozen=True)
@@ -32,6 +64,7 @@ class ParseResult:
     tree: Tree_
     diagnostics: tuple[D.Diagnostic, ...]
     index: LineIndex
+    pieces: Pieces = field(default_factory=Pieces, compare=False)  # for the next parse of the same document
 
     @property
     def ok(self) -> bool:
@@ -45,7 +78,7 @@ class ParseResult:
 def _lark(language: str) -> Lark:
     folder = resources.files(__package__) / "grammar"
     text = (folder / f"{language}.lark").read_text() + "\n" + (folder / "expr.lark").read_text()
-    return Lark(text, parser="lalr", lexer="contextual", propagate_positions=True, maybe_placeholders=True)
+    return Lark(text, parser="lalr", lexer="contextual", maybe_placeholders=True)
 
 
 # Human names for the terminals an error message may list as expected.
@@ -93,23 +126,61 @@ def _describe_expected(expected: set[str], what: str) -> str:
 # --- tree to AST --------------------------------------------------------------------------------------
 
 
-class _Builder(Transformer):
-    """Turns lark's tree for one piece into AST nodes with absolute spans."""
+@dataclass
+class _Window:
+    """The text of one piece, from the start of its first line, and the origin its spans count from."""
 
-    def __init__(self, index: LineIndex, base: int) -> None:
+    text: str  # the whole text
+    start: int
+    end: int
+    line: int  # the line it starts on
+
+    def __post_init__(self) -> None:
+        self.index = LineIndex(self.text[self.start : self.end])
+        self.origin = Origin(self.start, self.line - 1)
+
+    def span(self, start: int, end: int) -> Span:
+        """The span of text[start:end] (offsets into the whole text), counted from the origin."""
+        return self.index.span(start - self.start, end - self.start, self.origin)
+
+    def position(self, offset: int) -> tuple[int, int]:
+        line, column = self.index.position(offset - self.start)
+        return line + self.origin.line, column
+
+
+class _Builder(Transformer):
+    """Turns lark's tree for one piece into AST nodes, with spans that count from the piece's origin."""
+
+    def __init__(self, window: _Window, base: int) -> None:
         super().__init__()
-        self.index = index
+        self.window = window
         self.base = base
         self.diagnostics: list[D.Diagnostic] = []
+        # Each parenthesized expression's node, with the extent of its parentheses, by the node's id: what
+        # contains the expression extends over them, as in the source, though the node itself (parentheses
+        # only group) does not. Holding the node keeps its id from going to another node.
+        self.parenthesized: dict[int, tuple[A.Node, int, int]] = {}
 
     def _span(self, start: int, end: int) -> Span:
-        return self.index.span(self.base + start, self.base + end)
+        return self.window.span(self.base + start, self.base + end)
 
     def _tok(self, tok: Token) -> Span:
         return self._span(tok.start_pos, tok.end_pos)
 
-    def _meta(self, meta) -> Span:
-        return self._span(meta.start_pos, meta.end_pos)
+    def _extent(self, children: list) -> Span:
+        """The span from the first child to the last (tokens, nodes, or lists of nodes): computed here,
+        cheaper than lark's propagation of positions to every tree node."""
+        parts = [c for c in children if c is not None and c != []]
+        first, last = parts[0], parts[-1]
+        first = first[0] if isinstance(first, list) else first
+        last = last[-1] if isinstance(last, list) else last
+        return self.window.span(self._bounds(first)[0], self._bounds(last)[1])
+
+    def _bounds(self, child: Token | A.Node) -> tuple[int, int]:
+        if isinstance(child, Token):
+            return self.base + child.start_pos, self.base + child.end_pos
+        found = self.parenthesized.get(id(child))
+        return found[1:] if found is not None else (child.span.start, child.span.end)
 
     @staticmethod
     def _nodes(children: list) -> list:
@@ -135,12 +206,12 @@ class _Builder(Transformer):
                     D.error(
                         D.UNKNOWN_ESCAPE,
                         f"`\\{match.group(1)}` is no escape in a string",
-                        self.index.span(start, start + 2),
+                        self.window.span(start, start + 2),
                         hint="write paths with `/`; a backslash itself is `\\\\`",
                     )
                 )
         value = re.sub(r"\\(.)", lambda m: _ESCAPES.get(m.group(1), m.group(0)), body)
-        return A.String(value, span=self._tok(tok))
+        return A.String(value, str(tok), span=self._tok(tok))
 
     def true(self, children: list) -> A.Bool:
         return A.Bool(True, span=self._tok(children[0]))
@@ -153,103 +224,90 @@ class _Builder(Transformer):
         reason = "placeholder" if tok.type == "PLACEHOLDER" else "repr"
         return A.Invalid(str(tok), reason, span=self._tok(tok))
 
-    @v_args(meta=True)
-    def name(self, meta, children: list) -> A.Name:
+    def name(self, children: list) -> A.Name:
         parts = tuple(str(t) for t in children if isinstance(t, Token) and t.type == "NAME")
-        return A.Name(parts, span=self._meta(meta))
+        return A.Name(parts, span=self._extent(children))
 
-    @v_args(meta=True)
-    def paren(self, meta, children: list) -> A.Expr:
+    def paren(self, children: list) -> A.Expr:
         # Parentheses only group; the formatter puts back the ones precedence needs.
-        return self._nodes(children)[0]
+        inner = self._nodes(children)[0]
+        self.parenthesized[id(inner)] = (inner, self._bounds(children[0])[0], self._bounds(children[-1])[1])
+        return inner
 
-    @v_args(meta=True)
-    def binop(self, meta, children: list) -> A.BinOp:
+    def binop(self, children: list) -> A.BinOp:
         left, op, right = children
-        return A.BinOp(str(op), left, right, span=self._meta(meta))
+        return A.BinOp(str(op), left, right, span=self._extent(children))
 
-    @v_args(meta=True)
-    def neg(self, meta, children: list) -> A.Expr:
+    def neg(self, children: list) -> A.Expr:
         operand = children[1]
         if isinstance(operand, A.Number):
             # A negative literal is one number, as a reader sees it.
-            return A.Number(-operand.value, "-" + operand.text, span=self._meta(meta))
-        return A.Neg(operand, span=self._meta(meta))
+            return A.Number(-operand.value, "-" + operand.text, span=self._extent(children))
+        return A.Neg(operand, span=self._extent(children))
 
-    @v_args(meta=True)
-    def keyword(self, meta, children: list) -> A.Keyword:
+    def keyword(self, children: list) -> A.Keyword:
         name, _eq, value = children
-        return A.Keyword(str(name), value, self._tok(name), span=self._meta(meta))
+        return A.Keyword(str(name), value, self._tok(name), span=self._extent(children))
 
     def args(self, children: list) -> list:
         return self._nodes(children)
 
-    @v_args(meta=True)
-    def call(self, meta, children: list) -> A.Call:
+    def call(self, children: list) -> A.Call:
         func = children[0]
         items = next((c for c in children[1:] if isinstance(c, list)), [])
-        args: list[A.Expr] = []
-        kwargs: list[A.Keyword] = []
-        for item in items:
-            if isinstance(item, A.Keyword):
-                kwargs.append(item)
-            else:
-                if kwargs:
-                    self.diagnostics.append(
-                        D.error(
-                            D.POSITIONAL_AFTER_KEYWORD,
-                            "positional argument after a keyword argument",
-                            item.span,
-                            hint="put positional arguments first, or name this one too",
-                        )
-                    )
-                args.append(item)
-        return A.Call(func, tuple(args), tuple(kwargs), span=self._meta(meta))
+        args = [item for item in items if not isinstance(item, A.Keyword)]
+        kwargs = [item for item in items if isinstance(item, A.Keyword)]
+        misplaced = [a for a in args if kwargs and a.span.start > kwargs[0].span.start]
+        if misplaced:
+            # One mistake, however many arguments it moved: the checker then binds none of them.
+            many = len(misplaced) > 1
+            self.diagnostics.append(
+                D.error(
+                    D.POSITIONAL_AFTER_KEYWORD,
+                    f"positional argument{'s' if many else ''} after the keyword argument `{kwargs[0].name}`",
+                    misplaced[0].span.cover(misplaced[-1].span),
+                    hint=f"put positional arguments first, or name {'these' if many else 'this one'} too",
+                )
+            )
+        return A.Call(func, tuple(args), tuple(kwargs), span=self._extent(children))
 
-    @v_args(meta=True)
-    def list(self, meta, children: list) -> A.ListExpr:
-        return A.ListExpr(tuple(self._nodes(children)), span=self._meta(meta))
+    def list(self, children: list) -> A.ListExpr:
+        return A.ListExpr(tuple(self._nodes(children)), span=self._extent(children))
 
     # .net
-    @v_args(meta=True)
-    def param(self, meta, children: list) -> A.Param:
+    def param(self, children: list) -> A.Param:
         name, _eq, value = children
-        return A.Param(str(name), value, self._tok(name), span=self._meta(meta))
+        return A.Param(str(name), value, self._tok(name), span=self._extent(children))
 
-    @v_args(meta=True)
-    def layer_line(self, meta, children: list) -> A.Layer:
+    def layer_line(self, children: list) -> A.Layer:
         kind = children[0]
         params = tuple(c for c in children[1:] if isinstance(c, A.Param))
-        return A.Layer(str(kind), params, (), self._tok(kind), span=self._meta(meta))
+        return A.Layer(str(kind), params, (), self._tok(kind), span=self._extent(children))
 
     def start(self, children: list) -> list:
         return self._nodes(children)
 
     # .dai
-    @v_args(meta=True)
-    def import_stmt(self, meta, children: list) -> A.Import:
+    def import_stmt(self, children: list) -> A.Import:
         target = children[1]
         if isinstance(target, Token):
             target = self.string([target])
         alias = next((str(t) for t in children[2:] if isinstance(t, Token) and t.type == "NAME"), None)
-        return A.Import(target, alias, span=self._meta(meta))
+        return A.Import(target, alias, span=self._extent(children))
 
-    @v_args(meta=True)
-    def let_stmt(self, meta, children: list) -> A.Let:
+    def let_stmt(self, children: list) -> A.Let:
         _let, name, _eq, value = children
-        return A.Let(str(name), value, self._tok(name), span=self._meta(meta))
+        return A.Let(str(name), value, self._tok(name), span=self._extent(children))
 
-    @v_args(meta=True)
-    def field(self, meta, children: list) -> A.Field:
+    def field(self, children: list) -> A.Field:
         name, _eq, value = children
-        return A.Field(str(name), value, self._tok(name), span=self._meta(meta))
+        return A.Field(str(name), value, self._tok(name), span=self._extent(children))
 
-    @v_args(meta=True)
-    def scheme(self, meta, children: list) -> A.Scheme:
+    def scheme(self, children: list) -> A.Scheme:
         name = children[1]
         base = next((c for c in children[2:] if isinstance(c, A.Name)), None)
         fields = tuple(c for c in children if isinstance(c, A.Field))
-        return A.Scheme(str(name), fields, base, self._tok(name), span=self._meta(meta))
+        return A.Scheme(str(name), fields, base, self._tok(name), span=self._extent(children))
 
 
 # --- errors -------------------------------------------------------------------------------------------
@@ -263,10 +321,9 @@ def _token_text(tok: Token) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _syntax_error(
-    exc: UnexpectedInput, text: str, index: LineIndex, base: int, end: int, what: str
-) -> D.Diagnostic:
-    """One diagnostic for a lark error inside text[base:end]."""
+def _syntax_error(exc: UnexpectedInput, window: _Window, base: int, what: str) -> D.Diagnostic:
+    """One diagnostic for a lark error inside text[base:end] of the window."""
+    text, index, end = window.text, window, window.end
     error_offset = base + (
         exc.pos_in_stream
         if isinstance(exc, UnexpectedCharacters)
@@ -326,9 +383,12 @@ def _syntax_error(
     return D.error(D.UNEXPECTED_TOKEN, message, span, hint=unclosed_hint)
 
 
-def _parse_piece(language: str, text: str, index: LineIndex, base: int, end: int, what: str):
-    """Parse text[base:end] with one grammar. Returns (nodes or None, diagnostics)."""
+def _parse_piece(language: str, window: _Window, base: int, what: str) -> _Piece:
+    """Parse text[base:end] of the window with one grammar (`base` is past the indentation or a
+    byte-order mark that begins the window)."""
+    text, end = window.text, window.end
     scanned = scan(text, base, end)
+    comments = tuple(A.Comment(text[s:e].rstrip(), span=window.span(s, e)) for s, e in scanned.comments)
     if scanned.too_deep is not None:
         b = scanned.too_deep
         message = (
@@ -336,49 +396,63 @@ def _parse_piece(language: str, text: str, index: LineIndex, base: int, end: int
             if b.char in OPENERS
             else f"more than {MAX_OPERATORS} operators in one chain"
         )
-        span = index.span(b.offset, b.offset + 1)
-        return None, [D.error(D.NESTING_TOO_DEEP, message, span, hint="name the inner parts with `let`")]
-    builder = _Builder(index, base)
+        span = window.span(b.offset, b.offset + 1)
+        problem = D.error(D.NESTING_TOO_DEEP, message, span, hint="name the inner parts with `let`")
+        return _Piece((), (problem,), comments, window.origin)
+    builder = _Builder(window, base)
     try:
         tree = _parse_tree(language, text[base:end])
     except UnexpectedInput as exc:
-        return None, [_syntax_error(exc, text, index, base, end, what)]
-    nodes = builder.transform(tree)
-    return nodes, builder.diagnostics
+        return _Piece((), (_syntax_error(exc, window, base, what),), comments, window.origin)
+    nodes = tuple(builder.transform(tree))
+    return _Piece(nodes, (*builder.diagnostics, *_invalid_values(nodes)), comments, window.origin)
 
 
-@lru_cache(maxsize=8192)
+@dataclass
+class _Pieces:
+    """Parsing one text piece by piece: each piece is taken from the last parse of the document when that
+    had one of the same text (`reuse`), else parsed; every piece is kept for the next parse."""
+
+    language: str
+    text: str
+    index: LineIndex
+    reuse: Pieces
+    kept: Pieces = field(default_factory=Pieces)
+
+    def piece(self, start: int, end: int, base: int, what: str) -> _Piece:
+        """The piece text[start:end], starting a line, parsed from `base` (past a byte-order mark or
+        indentation); `what` names it in messages ("the line")."""
+        key = self.text[start:end]
+        line = self.index.position(start)[0]
+        piece = self.reuse.take(key, start, line - 1)
+        if piece is None:
+            piece = _parse_piece(self.language, _Window(self.text, start, end, line), base, what)
+        self.kept.keep(key, piece)
+        return piece
+
+
+@lru_cache(maxsize=1024)
 def _parse_tree(language: str, piece: str) -> Tree:
-    """lark's tree for one piece. Cached by text: positions in it are relative to the piece, so a line that
-    recurs (a `ReLU` in every block, or the unchanged lines of a file an editor re-checks) parses once."""
+    """lark's tree for one piece. Cached by text (positions in it are relative to the piece), so that a
+    line that recurs, such as a `ReLU` in every block, parses once. (An editor's unchanged pieces are
+    reused whole, through `Pieces`.)"""
     return _lark(language).parse(piece)
 
 
-def _comments(text: str, index: LineIndex) -> tuple[A.Comment, ...]:
-    return tuple(A.Comment(text[s:e].rstrip(), span=index.span(s, e)) for s, e in scan(text).comments)
+def _comments(text: str, index: LineIndex, start: int, end: int) -> list[A.Comment]:
+    """The comments of text[start:end], a line not parsed (only a comment, or wrongly indented)."""
+    return [A.Comment(text[s:e].rstrip(), span=index.span(s, e)) for s, e in scan(text, start, end).comments]
 
 
 # --- .net ---------------------------------------------------------------------------------------------
 
 
-def _lines(text: str) -> Iterator[tuple[int, int]]:
-    """(start, end) offsets of each physical line, without its newline."""
-    start = 0
-    while start <= len(text):
-        stop = text.find("\n", start)
-        stop = len(text) if stop < 0 else stop
-        yield start, stop
-        start = stop + 1
-
-
-def _is_blank(line: str) -> bool:
-    stripped = line.strip()
-    return not stripped or stripped.startswith("#")
-
-
-def parse_net(text: str) -> ParseResult:
-    """Parse a `.net` file: one layer per line; lines indented under a block head form its body."""
+def parse_net(text: str, reuse: Pieces | None = None) -> ParseResult:
+    """Parse a `.net` file: one layer per line; lines indented under a block head form its body. `reuse`:
+    the pieces of this document's last parse."""
     index = LineIndex(text)
+    pieces = _Pieces("net", text, index, reuse or Pieces())
+    comments: list[A.Comment] = []
     diagnostics: list[D.Diagnostic] = []
     root: list[A.Layer] = []
     # Each open block: (its indentation, the list collecting its lines, the head layer or None for root).
@@ -393,9 +467,14 @@ def parse_net(text: str) -> ParseResult:
         if head is not None:
             finished[id(head)] = tuple(children)
 
-    for start, stop in _lines(text):
+    first = body_start(text)
+    for line_start, stop in index.bounds:
+        start = max(line_start, first)
         line = text[start:stop]
-        if _is_blank(line):
+        if not line.strip():
+            continue
+        if line.strip().startswith("#"):
+            comments.extend(_comments(text, index, start, stop))
             continue
         indent = line[: len(line) - len(line.lstrip(" \t"))]
         if indent:
@@ -411,6 +490,7 @@ def parse_net(text: str) -> ParseResult:
                     )
                 )
                 last, previous_failed = None, True
+                comments.extend(_comments(text, index, start, stop))
                 continue
             indent_style = indent_style or style
         current = stack[-1][0]
@@ -424,6 +504,7 @@ def parse_net(text: str) -> ParseResult:
                         hint="only the lines of a block such as ParNet1 or SkipNet2 are indented under it",
                     )
                 )
+                comments.extend(_comments(text, index, start, stop))
                 continue
             if last is not None and len(stack) > MAX_DEPTH:
                 # Deeper down, the block holding this line was dropped (and reported) already.
@@ -453,10 +534,12 @@ def parse_net(text: str) -> ParseResult:
                     )
                 )
                 last, previous_failed = None, True
+                comments.extend(_comments(text, index, start, stop))
                 continue
-        nodes, found = _parse_piece("net", text, index, start, stop, "the line")
-        diagnostics.extend(found)
-        last = nodes[0] if nodes else None
+        piece = pieces.piece(line_start, stop, start, "the line")
+        diagnostics.extend(piece.diagnostics)
+        comments.extend(piece.comments)
+        last = piece.nodes[0] if piece.nodes else None
         previous_failed = last is None
         if last is not None:
             stack[-1][1].append(last)
@@ -464,9 +547,8 @@ def parse_net(text: str) -> ParseResult:
         close_block()
 
     layers = tuple(_attach_bodies(layer, finished) for layer in root)
-    tree = A.NetFile(layers, _comments(text, index), span=index.span(0, len(text)))
-    diagnostics.extend(_invalid_values(tree))
-    return ParseResult(tree, tuple(diagnostics), index)
+    tree = A.NetFile(layers, tuple(comments), span=index.span(0, len(text)))
+    return ParseResult(tree, tuple(diagnostics), index, pieces.kept)
 
 
 def _attach_bodies(layer: A.Layer, bodies: dict[int, tuple[A.Layer, ...]]) -> A.Layer:
@@ -479,32 +561,39 @@ def _attach_bodies(layer: A.Layer, bodies: dict[int, tuple[A.Layer, ...]]) -> A.
 
 # --- .dai ---------------------------------------------------------------------------------------------
 
-_STATEMENT_START = re.compile(r"^(import|let|scheme)\b", re.MULTILINE)
+STATEMENT_START = re.compile(r"(import|let|scheme)\b")  # a line that begins one starts a statement
 
 
-def _statement_pieces(text: str) -> list[tuple[int, int]]:
+def statement_pieces(text: str, index: LineIndex | None = None) -> list[tuple[int, int]]:
     """Cut a .dai file before each line that begins, at column 1, with a statement keyword."""
-    cuts = [m.start() for m in _STATEMENT_START.finditer(text)]
-    if not cuts or cuts[0] != 0:
-        cuts.insert(0, 0)
+    index = index or LineIndex(text)
+    first = body_start(text)
+    starts = [max(start, first) for start, _ in index.bounds]
+    cuts = [start for start in starts if STATEMENT_START.match(text, start)]
+    if not cuts or cuts[0] != first:
+        cuts.insert(0, first)
     cuts.append(len(text))
     return [(a, b) for a, b in itertools.pairwise(cuts)]
 
 
-def parse_dai(text: str) -> ParseResult:
-    """Parse a `.dai` file: `import`, `let` and `scheme` statements."""
+def parse_dai(text: str, reuse: Pieces | None = None) -> ParseResult:
+    """Parse a `.dai` file: `import`, `let` and `scheme` statements. `reuse`: the pieces of this
+    document's last parse."""
     index = LineIndex(text)
+    pieces = _Pieces("dai", text, index, reuse or Pieces())
     diagnostics: list[D.Diagnostic] = []
     statements: list[A.Statement] = []
-    for start, stop in _statement_pieces(text):
-        nodes, found = _parse_piece(
-            "dai", text, index, start, stop, "the file" if stop == len(text) else "the statement"
-        )
-        diagnostics.extend(_explain_stray(d) for d in found)
-        statements.extend(nodes or ())
-    tree = A.DaiFile(tuple(statements), _comments(text, index), span=index.span(0, len(text)))
-    diagnostics.extend(_invalid_values(tree))
-    return ParseResult(tree, tuple(diagnostics), index)
+    comments: list[A.Comment] = []
+    first = body_start(text)
+    for start, stop in statement_pieces(text, index):
+        # The first piece starts at the text's start, before a byte-order mark.
+        window_start = 0 if start == first else start
+        piece = pieces.piece(window_start, stop, start, "the file" if stop == len(text) else "the statement")
+        diagnostics.extend(_explain_stray(d) for d in piece.diagnostics)
+        statements.extend(piece.nodes)
+        comments.extend(piece.comments)
+    tree = A.DaiFile(tuple(statements), tuple(comments), span=index.span(0, len(text)))
+    return ParseResult(tree, tuple(diagnostics), index, pieces.kept)
 
 
 def _explain_stray(diagnostic: D.Diagnostic) -> D.Diagnostic:
@@ -529,28 +618,19 @@ _INTENDED = {
 }
 
 
-def _invalid_values(tree: Tree_) -> list[D.Diagnostic]:
+def _invalid_values(nodes: tuple[A.Layer | A.Statement, ...]) -> list[D.Diagnostic]:
+    """Values that are no values in one piece's layer or statements."""
     found: list[D.Diagnostic] = []
-    if isinstance(tree, A.NetFile):
-        for layer in _walk_layers(tree.layers):
-            for param in layer.params:
-                found.extend(_report_invalid(param.value, _INTENDED.get((layer.kind, param.name))))
-    else:
-        for statement in tree.statements:
-            values = (
-                [f.value for f in statement.fields]
-                if isinstance(statement, A.Scheme)
-                else ([statement.value] if isinstance(statement, A.Let) else [])
-            )
-            for value in values:
-                found.extend(_report_invalid(value, None))
+    for node in nodes:
+        if isinstance(node, A.Layer):
+            for param in node.params:
+                found.extend(_report_invalid(param.value, _INTENDED.get((node.kind, param.name))))
+        elif isinstance(node, A.Scheme):
+            for f in node.fields:
+                found.extend(_report_invalid(f.value, None))
+        elif isinstance(node, A.Let):
+            found.extend(_report_invalid(node.value, None))
     return found
-
-
-def _walk_layers(layers: tuple[A.Layer, ...]) -> Iterator[A.Layer]:
-    for layer in layers:
-        yield layer
-        yield from _walk_layers(layer.body)
 
 
 def _children(expr: A.Expr) -> tuple[A.Expr, ...]:
@@ -611,10 +691,10 @@ def _invalid_leaf(node: A.Invalid) -> D.Diagnostic:
     )
 
 
-def parse(text: str, language: str) -> ParseResult:
-    """Parse `text` as `language` ("net" or "dai")."""
+def parse(text: str, language: str, reuse: Pieces | None = None) -> ParseResult:
+    """Parse `text` as `language` ("net" or "dai"), reusing the pieces of the document's last parse."""
     if language == "net":
-        return parse_net(text)
+        return parse_net(text, reuse)
     if language == "dai":
-        return parse_dai(text)
+        return parse_dai(text, reuse)
     raise ValueError(f"unknown language {language!r}")

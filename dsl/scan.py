@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .source import LINE_BREAK
+
 OPENERS = {"(": ")", "[": "]", "{": "}"}
 CLOSERS = {v: k for k, v in OPENERS.items()}
 MAX_DEPTH = 64
@@ -45,15 +47,16 @@ def scan(text: str, start: int = 0, end: int | None = None) -> Scan:
     while i < end:
         ch = text[i]
         if ch == "#":
-            stop = text.find("\n", i, end)
-            stop = end if stop < 0 else stop
+            found = LINE_BREAK.search(text, i, end)
+            stop = found.start() if found else end
             comments.append((i, stop))
             i = stop
             continue
         if ch == '"':
             j = i + 1
-            while j < end and text[j] not in '"\n':
-                j += 2 if text[j] == "\\" else 1
+            while j < end and text[j] not in '"\r\n':
+                escaped = text[j] == "\\" and j + 1 < end and text[j + 1] not in "\r\n"
+                j += 2 if escaped else 1
             if j >= end or text[j] != '"':
                 unterminated = i if unterminated is None else unterminated
                 i = j
@@ -78,13 +81,3 @@ def scan(text: str, start: int = 0, end: int | None = None) -> Scan:
             chains[-1] = 0
         i += 1
     return Scan(tuple(comments), tuple(stack), too_deep, unterminated)
-
-
-def line_starts(text: str) -> list[int]:
-    """Offsets at which each physical line begins."""
-    starts = [0]
-    pos = text.find("\n")
-    while pos >= 0:
-        starts.append(pos + 1)
-        pos = text.find("\n", pos + 1)
-    return starts

@@ -13,18 +13,21 @@ from __future__ import annotations
 
 import itertools
 import re
+from bisect import bisect_right
 from dataclasses import dataclass, field
+
+from daic.dsl.parser import statement_pieces
+from daic.dsl.source import line_around
 
 # The terminals of expr.lark (NAME, NUMBER, STRING, comments), plus an unterminated string, which is what
 # the cursor sits in while a string is being typed.
 _TOKEN = re.compile(
-    r"""(?P<ws>[ \t\f\r]+)|(?P<nl>\n)|(?P<comment>\#[^\n]*)|(?P<string>"(?:[^"\\\n]|\\.)*"?)"""
+    r"""(?P<ws>[ \t\f]+)|(?P<nl>\r\n|\r|\n)|(?P<comment>\#[^\r\n]*)"""
+    r"""|(?P<string>"(?:[^"\\\r\n]|\\[^\r\n])*"?)"""
     r"""|(?P<number>(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)|(?P<name>[A-Za-z_][A-Za-z_0-9]*)"""
     r"""|(?P<punct>[()\[\]{},.=+\-*/])|(?P<other>.)""",
     re.DOTALL,
 )
-# The parser cuts a .dai file before each line that begins with a statement keyword (dsl/parser.py).
-_STATEMENT_START = re.compile(r"^(import|let|scheme)\b", re.MULTILINE)
 _OPENERS = {"(": ")", "[": "]", "{": "}"}
 _CLOSERS = {v: k for k, v in _OPENERS.items()}
 _OPERATORS = {"+", "-", "*", "/"}
@@ -98,19 +101,12 @@ class Context:
 
 
 def piece_bounds(text: str, offset: int, language: str) -> tuple[int, int]:
-    """The piece of text the parser would parse on its own around `offset`."""
+    """The piece of text the parser would parse on its own around `offset`: its line in a .net file, its
+    statement in a .dai file (where the parser cuts it)."""
     if language == "net":
-        start = text.rfind("\n", 0, offset) + 1
-        stop = text.find("\n", offset)
-        return start, len(text) if stop < 0 else stop
-    start, stop = 0, len(text)
-    for m in _STATEMENT_START.finditer(text):
-        if m.start() <= offset:
-            start = m.start()
-        else:
-            stop = m.start()
-            break
-    return start, stop
+        return line_around(text, offset)
+    pieces = statement_pieces(text)
+    return pieces[max(0, bisect_right([start for start, _ in pieces], offset) - 1)]
 
 
 _NAME_RUN = re.compile(r"(?<![A-Za-z_0-9.])[A-Za-z_][A-Za-z_0-9]*(?:\.[A-Za-z_][A-Za-z_0-9]*)*")
@@ -118,9 +114,7 @@ _NAME_RUN = re.compile(r"(?<![A-Za-z_0-9.])[A-Za-z_][A-Za-z_0-9]*(?:\.[A-Za-z_][
 
 def word_at(text: str, offset: int) -> tuple[int, int]:
     """The (possibly dotted) name touching `offset`, as (start, end); (offset, offset) if none."""
-    line_start = text.rfind("\n", 0, offset) + 1
-    line_end = text.find("\n", offset)
-    line_end = len(text) if line_end < 0 else line_end
+    line_start, line_end = line_around(text, offset)
     for m in _NAME_RUN.finditer(text, line_start, line_end):
         if m.start() <= offset <= m.end():
             return m.start(), m.end()
@@ -203,7 +197,7 @@ def context(text: str, offset: int, language: str) -> Context:
         return ctx
     if language == "net":
         return _net_context(ctx, top_before, top)
-    at_line_start = prefix_start == 0 or text[prefix_start - 1] == "\n"
+    at_line_start = prefix_start == 0 or text[prefix_start - 1] in "\r\n"
     if at_line_start and not snapshot:
         # The parser starts a statement at a line that begins with a keyword: a name typed at column 1
         # outside every bracket is the next statement's keyword.

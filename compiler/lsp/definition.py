@@ -10,6 +10,7 @@ from pathlib import Path
 from lsprotocol import types as T
 from pygls.uris import from_fs_path
 
+from daic.compiler.program import path_key
 from daic.dsl import ast as A
 from daic.dsl.source import Span
 
@@ -73,7 +74,7 @@ def _location(analysis: Analysis, target: Target, text_of: TextOf) -> T.Location
     if target.path is None:
         uri, positions = analysis.document.uri, analysis.positions
     else:
-        uri = from_fs_path(str(Path(target.path).resolve())) or target.path
+        uri = from_fs_path(path_key(Path(target.path))) or target.path
         text = text_of(target.path) if target.span is not None else None
         positions = PositionMap.of_text(text or "", analysis.positions.encoding)
     if target.span is None:

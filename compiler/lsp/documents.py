@@ -13,7 +13,7 @@ from pathlib import Path
 
 from daic.compiler.check import FileReport, check_source
 from daic.compiler.network import Network
-from daic.compiler.program import Module, Program
+from daic.compiler.program import Module, Program, path_key
 from daic.compiler.sources import Source, language_of
 from daic.dsl import ast as A
 from daic.dsl.source import LineIndex
@@ -99,20 +99,25 @@ def _stamp(path: str, overlay: Mapping[str, str]) -> object:
 
 
 def check_document(
-    document: Document, cache: _ImportCache | None = None, overlay: Mapping[str, str] | None = None
+    document: Document,
+    cache: _ImportCache | None = None,
+    overlay: Mapping[str, str] | None = None,
+    previous: FileReport | None = None,
 ) -> tuple[FileReport, _ImportCache]:
     """What `daic check` reports for this text, plus the imported modules to reuse next time. `overlay`
-    holds the other open buffers' texts by resolved path: they stand in for their files, saved or not."""
+    holds the other open buffers' texts by resolved path: they stand in for their files, saved or not.
+    `previous` is this document's last report: the pieces and lets that did not change are taken from it
+    (and its syntax tree's spans move to the new text: it is no longer the report of the old one)."""
     overlay = overlay or {}
     source = Source(document.path, document.language, document.text)
     if document.language == "net":
-        return check_source(source), _ImportCache()
-    own = str(Path(document.path).resolve())
+        return check_source(source, previous=previous), _ImportCache()
+    own = path_key(Path(document.path))
     program = Program(overlay=overlay)
     reused = cache is not None and cache.valid(overlay)
     if reused:
         program.modules.update({k: m for k, m in cache.modules.items() if k != own})
-    report = check_source(source, program)
+    report = check_source(source, program, previous)
     if program.cycles:
         # A cached module would skip the loading that finds a cycle; check cyclic imports afresh each time.
         return report, _ImportCache()
@@ -130,6 +135,7 @@ class Analyses:
     def __init__(self) -> None:
         self._latest: dict[str, Analysis] = {}
         self._imports: dict[str, _ImportCache] = {}
+        self._forgotten: dict[str, FileReport] = {}  # reports of analyses `clear` dropped, to reuse from
 
     def get(
         self, document: Document, encoding: str = UTF16, overlay: Mapping[str, str] | None = None
@@ -143,16 +149,24 @@ class Analyses:
                 cached = Analysis(document, cached.report, PositionMap(cached.positions.index, encoding))
                 self._latest[document.uri] = cached
             return cached
-        report, imports = check_document(document, imports, overlay)
+        # The new check moves the spans of the pieces it takes from the last one: that analysis is stale.
+        self._latest.pop(document.uri, None)
+        forgotten = self._forgotten.pop(document.uri, None)
+        previous = cached.report if cached is not None else forgotten
+        report, imports = check_document(document, imports, overlay, previous)
         self._imports[document.uri] = imports
-        analysis = Analysis(document, report, PositionMap(LineIndex(document.text), encoding))
+        analysis = Analysis(document, report, PositionMap(report.index, encoding))
         self._latest[document.uri] = analysis
         return analysis
 
     def clear(self) -> None:
-        """Forget every analysis (a file on disk changed: imports and nets may read differently now)."""
+        """Forget every analysis (a file on disk changed: imports and nets may read differently now). Their
+        reports still lend their unchanged pieces and lets to the next check, which verifies what each
+        let used."""
+        self._forgotten.update({uri: analysis.report for uri, analysis in self._latest.items()})
         self._latest.clear()
 
     def forget(self, uri: str) -> None:
         self._latest.pop(uri, None)
         self._imports.pop(uri, None)
+        self._forgotten.pop(uri, None)

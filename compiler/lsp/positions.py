@@ -3,8 +3,9 @@
 The compiler counts columns in code points; an LSP position counts `character` in the code units of the
 encoding agreed at initialisation (UTF-16 unless the client offers another). A character outside the Basic
 Multilingual Plane is one code point, two UTF-16 units and four UTF-8 bytes, so every conversion goes
-through the line's text. Lines are split at `\\n` exactly as `daic.dsl.source.LineIndex` splits them, so
-the compiler's spans and the client's lines agree (a `\\r` before the `\\n` stays part of its line).
+through the line's text. Lines are split by `daic.dsl.source.LINE_BREAK` (`\\r\\n`, `\\r` or `\\n`, as the
+protocol counts them), the rule the parser and `LineIndex` follow, so the compiler's spans and the client's
+lines agree.
 """
 
 from __future__ import annotations
@@ -39,16 +40,10 @@ class PositionMap:
     def of_text(cls, text: str, encoding: str = UTF16) -> PositionMap:
         return cls(LineIndex(text), encoding)
 
-    def _line_bounds(self, line0: int) -> tuple[int, int]:
-        starts = self.index.starts
-        start = starts[line0]
-        stop = starts[line0 + 1] - 1 if line0 + 1 < len(starts) else len(self.index.text)
-        return start, stop
-
     def position(self, offset: int) -> T.Position:
         """The LSP position of a code-point offset (clamped to the text)."""
         line, column = self.index.position(offset)
-        start, _ = self._line_bounds(line - 1)
+        start = self.index.starts[line - 1]
         head = self.index.text[start : start + column - 1]
         if self.encoding == UTF32 or self.ascii or head.isascii():
             return T.Position(line - 1, len(head))
@@ -59,9 +54,9 @@ class PositionMap:
         clamped, as the protocol asks; inside a surrogate pair or a UTF-8 sequence it rounds down."""
         if position.line < 0:
             return 0
-        if position.line >= len(self.index.starts):
+        if position.line >= self.index.line_count:
             return len(self.index.text)
-        start, stop = self._line_bounds(position.line)
+        start, stop = self.index.bounds[position.line]
         wanted = max(position.character, 0)
         if self.encoding == UTF32 or self.ascii:
             return min(start + wanted, stop)

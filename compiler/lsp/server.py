@@ -13,16 +13,20 @@ import functools
 import logging
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from cattrs import ClassValidationError, transform_error
 from lsprotocol import types as T
+from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
 from pygls.uris import to_fs_path, uri_scheme
 
 from daic import __version__
+from daic.compiler.program import path_key
 
 from . import code_actions, completion, definition, formatting, hover, signature_help, symbols
 from .diagnostics import lsp_diagnostics
@@ -38,7 +42,37 @@ DEBOUNCE_S = 0.15
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+@dataclass(frozen=True)
+class _Unreadable:
+    """A request whose params do not fit the protocol's types (a negative line, a string for an object):
+    pygls would log it and never answer, and the client would wait for ever. It is answered with an
+    error instead."""
+
+    id: int | str | None
+    method: str
+    problems: tuple[str, ...]
+
+
 class _Protocol(LanguageServerProtocol):
+    def structure_message(self, data: dict[str, Any]) -> Any:
+        try:
+            return super().structure_message(data)
+        except JsonRpcException as exc:
+            if "id" not in data or "method" not in data:
+                raise  # a notification or a response: no one waits for an answer
+            msg_id = data["id"] if isinstance(data["id"], int | str) else None
+            return _Unreadable(msg_id, str(data["method"]), _problems(exc))
+
+    def handle_message(self, message: Any) -> None:
+        if isinstance(message, _Unreadable):
+            logger.warning("invalid params for %s: %s", message.method, "; ".join(message.problems))
+            error = JsonRpcInvalidParams(
+                message=f"invalid params for {message.method}: {'; '.join(message.problems)}"
+            )
+            self._send_response(message.id, error=error.to_response_error())
+            return
+        super().handle_message(message)
+
     @lsp_method(T.TEXT_DOCUMENT_DID_CHANGE)
     def lsp_text_document__did_change(self, params: T.DidChangeTextDocumentParams):
         # pygls applies a change to a document it does not hold with a KeyError, which the editor shows the
@@ -80,7 +114,7 @@ class DaicLanguageServer(LanguageServer):
         found = {}
         for doc in list(self.workspace.text_documents.values()):
             if doc.uri != but and uri_scheme(doc.uri) == "file":
-                found[str(Path(to_fs_path(doc.uri)).resolve())] = doc.source
+                found[path_key(Path(to_fs_path(doc.uri)))] = doc.source
         return found
 
     def is_open(self, uri: str) -> bool:
@@ -120,6 +154,14 @@ class DaicLanguageServer(LanguageServer):
         for attribute in path:
             node = getattr(node, attribute, None) if node is not None else None
         return client_kind(node)
+
+
+def _problems(exc: JsonRpcException) -> tuple[str, ...]:
+    """What did not fit, as cattrs says it (`invalid value @ $.params.position`)."""
+    cause = exc.__cause__
+    if isinstance(cause, ClassValidationError):
+        return tuple(transform_error(cause))
+    return (str(cause or exc),)
 
 
 def safe(default: Callable[[], Any]) -> Callable[[F], F]:
@@ -220,7 +262,7 @@ def create_server() -> DaicLanguageServer:
         buffers = ls.buffers()
 
         def text_of(path: str) -> str | None:
-            found = buffers.get(str(Path(path).resolve()))
+            found = buffers.get(path_key(Path(path)))
             return found if found is not None else _read(path)
 
         return definition.definition(analysis, offset, text_of)

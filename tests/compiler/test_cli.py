@@ -256,3 +256,97 @@ def test_run_usage_errors_exit_2_and_say_what_to_do(tmp_path):
         "damaged, or another data set's); expected MNIST/raw/"
     )
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.skipif(shutil.which("patch") is None, reason="needs `patch` on the PATH")
+def test_fmt_diff_of_a_file_without_a_final_newline_is_a_patch_that_applies(tmp_path):
+    source = tmp_path / "a.net"
+    source.write_text("ReLU\nLinear  out=10")
+    result = run("fmt", "--diff", source)
+    assert result.exit_code == 1
+    assert "-Linear  out=10\n\\ No newline at end of file\n+Linear out=10\n" in result.stdout
+    (tmp_path / "fmt.diff").write_text(result.stdout)
+    done = subprocess.run(["patch", str(source), str(tmp_path / "fmt.diff")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert source.read_text() == "ReLU\nLinear out=10\n"
+
+
+def test_fmt_formats_the_target_of_a_symbolic_link_and_keeps_the_link(tmp_path):
+    target = tmp_path / "nets" / "real.net"
+    target.parent.mkdir()
+    target.write_text("ReLU\nLinear  out=10\n")
+    link = tmp_path / "link.net"
+    link.symlink_to(target)
+    result = run("fmt", link)
+    assert (result.exit_code, result.stderr) == (
+        0,
+        f"reformatted {link}\n1 file reformatted, 0 files unchanged\n",
+    )
+    assert link.is_symlink() and link.readlink() == target
+    assert target.read_text() == "ReLU\nLinear out=10\n"
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["link.net", "nets", "real.net"]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("let g = Mixx\n", "<stdin>:1:9: error[E101]: unknown name `Mixx`\n  hint: did you mean `Mix`?\n"),
+        # No name to tell the language: a text whose first statement is no `import`, `let` or `scheme`
+        # is a network.
+        (
+            "# a net\nReLUU\n",
+            "<stdin>:2:1: error[E102]: unknown layer `ReLUU`\n  hint: did you mean `ReLU`?\n",
+        ),
+    ],
+    ids=["dai", "net"],
+)
+def test_check_reads_standard_input(text, expected):
+    result = CliRunner().invoke(main, ["check", "--format", "concise", "-"], input=text)
+    assert (result.exit_code, result.stdout) == (1, expected)
+    assert result.stderr == "checked 1 file: 1 problem in 1 file\n"
+
+
+def test_check_standard_input_under_a_file_name(tmp_path, monkeypatch):
+    (tmp_path / "nets").mkdir()
+    (tmp_path / "nets" / "goals.dai").write_text("let g = Mix(Point, Box, 0.5)\n")
+    monkeypatch.chdir(tmp_path)
+    text = 'import "goals.dai" as goals\nlet h = goals.g\nlet k = goals.q\n'
+    result = CliRunner().invoke(
+        main, ["check", "--format", "concise", "--stdin-filename", "nets/mine.dai", "-"], input=text
+    )
+    # Its imports are found beside the name it was given, and diagnostics carry that name.
+    assert result.stdout.splitlines()[0] == "nets/mine.dai:3:9: error[E101]: `goals.dai` defines no `q`"
+    assert run("check", "--stdin-filename", "a.txt", "-").exit_code == 2
+    assert run("check", "-", "other.dai").exit_code == 2
+
+
+def test_fmt_formats_standard_input_to_standard_output():
+    result = CliRunner().invoke(main, ["fmt", "-"], input="ReLU\nLinear  out=10")
+    assert (result.exit_code, result.stdout) == (0, "ReLU\nLinear out=10\n")
+    result = CliRunner().invoke(main, ["fmt", "--check", "-"], input="ReLU\nLinear  out=10")
+    assert (result.exit_code, result.stdout) == (1, "would reformat <stdin>\n")
+    result = CliRunner().invoke(main, ["fmt", "-"], input="let x = (1\n")
+    assert (result.exit_code, result.stdout) == (1, "")
+    assert "error[E005]" in result.stderr
+
+
+def test_doc_documents_every_scheme_field_its_listing_names():
+    from daic.compiler.constructors import SCHEME_DECL
+
+    listing = run("doc").stdout
+    fields = listing.split("Scheme fields:\n", 1)[1].split("\n")[0].strip().split(", ")
+    assert fields == [p.name for p in SCHEME_DECL.params]
+    for field in SCHEME_DECL.params:
+        result = run("doc", field.name)
+        assert result.exit_code == 0, result.output
+        # `relu` is also an activation: both are documented.
+        assert f"scheme field {field.name}: {field.type} (" in result.stdout
+        assert field.doc in result.stdout
+    assert run("doc", "seed").stdout == (
+        "scheme field seed: Int (default 0; >= 0)\n\nSeed of every random number generator.\n"
+    )
+    result = run("doc", "sede")
+    assert (result.exit_code, result.stderr) == (
+        2,
+        "daic: no constructor or scheme field 'sede'; did you mean `seed`?\n",
+    )

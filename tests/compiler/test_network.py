@@ -137,6 +137,49 @@ def test_show_with_input_option_and_errors(tmp_path):
     result = CliRunner().invoke(main, ["show", str(net), "--input", "1,8,8"])
     assert result.exit_code == 0
     assert "650" in next(line for line in result.stdout.splitlines() if "Total" in line)
-    result = CliRunner().invoke(main, ["show", str(net)])
-    assert "no input shape: give --input C,H,W" in result.stderr
     assert CliRunner().invoke(main, ["show", str(net), "--input", "a,b"]).exit_code == 2
+
+
+def test_show_without_an_input_shape_is_a_usage_error(tmp_path):
+    net = tmp_path / "flat.net"
+    net.write_text("Linear out=10\nReLU\n")
+    result = CliRunner().invoke(main, ["show", str(net)])
+    assert result.exit_code == 2
+    assert result.stdout == ""  # no table of `?`
+    assert result.stderr == f"daic: {net}: no input shape: give --input C,H,W or an input_shape annotation\n"
+
+
+BROKEN_BLOCKS = [
+    (
+        "ParNet1\n    ReLU\nParNet2\nLinear out=10\n",
+        4,
+        "`ParSum` missing before `Linear` (the block that `ParNet1` opens at line 1)",
+    ),
+    (
+        "Linear out=10 input_shape=[4]\nParNet1\n    ReLU\nParNet2\n",
+        2,
+        "`ParSum` missing at the end of the file: the block that `ParNet1` opens at line 2 is not closed",
+    ),
+    (
+        "SkipNet1\nSkipNet2\nParSum\n",
+        3,
+        "`ParSum` cannot close the block that `SkipNet1` opens at line 1: it ends with `SkipCat`",
+    ),
+    (
+        "ParNet1\nParSum\n",
+        2,
+        "`ParNet2` missing before `ParSum` (the block that `ParNet1` opens at line 1)",
+    ),
+    (
+        "ParNet1\n    SkipNet1\n    SkipNet2\nParNet2\nParSum\n",
+        2,
+        "`SkipCat` missing at the end of the `ParNet1` branch: the block that `SkipNet1` opens at line 2 "
+        "is not closed",
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "line", "message"), BROKEN_BLOCKS)
+def test_a_broken_block_is_one_error_naming_what_is_missing_and_where_it_began(text, line, message):
+    network = analyze_net(parse_net(text).tree)
+    assert [(d.code.id, d.span.line, d.message) for d in network.diagnostics] == [("E120", line, message)]

@@ -11,7 +11,10 @@ numbers = st.one_of(
     st.integers(-(10**6), 10**6).map(lambda v: A.Number(v, str(v))),
     st.floats(-1e6, 1e6, allow_nan=False, allow_infinity=False).map(lambda v: A.Number(v, repr(v))),
 )
-strings = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12).map(A.String)
+# A `\r` ends a line, as `\n` does, and no escape writes it: no string holds one.
+strings = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\r"), max_size=12).map(
+    A.String
+)
 leaves = st.one_of(
     numbers,
     strings,

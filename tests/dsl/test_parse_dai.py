@@ -80,7 +80,7 @@ def test_every_table3_goal_parses():
 @pytest.mark.parametrize(
     ("text", "code", "line", "column", "message"),
     [
-        ("let x = f(a=1, 2)\n", "E011", 1, 16, "positional argument after a keyword argument"),
+        ("let x = f(a=1, 2)\n", "E011", 1, 16, "positional argument after the keyword argument `a`"),
         ("let x = [1,, 2]\n", "E003", 1, 12, "unexpected `,`"),
         ("let = 3\n", "E003", 1, 5, "unexpected `=`; expected a name"),
         ("scheme S {\n  goal = Box\n  epsilon 0.1\n}\n", "E003", 3, 11, "unexpected `0.1`; expected `=`"),

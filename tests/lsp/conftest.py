@@ -8,6 +8,7 @@ server costs about as much as all the requests of a test module."""
 from __future__ import annotations
 
 import asyncio
+import re
 import sys
 from pathlib import Path
 
@@ -63,9 +64,29 @@ class Editor:
         return len(text)
 
     def position(self, text: str, offset: int) -> T.Position:
-        line = text.count("\n", 0, offset)
-        start = text.rfind("\n", 0, offset) + 1
-        return T.Position(line, self.units(text[start:offset]))
+        # Lines end at `\r\n`, `\r` or `\n`, as the protocol says.
+        breaks = list(re.finditer(r"\r\n|\r|\n", text[:offset]))
+        start = breaks[-1].end() if breaks else 0
+        return T.Position(len(breaks), self.units(text[start:offset]))
+
+    def offset(self, text: str, position: T.Position) -> int:
+        """The code-point offset of a position, as a client finds it: its line, then units into it."""
+        starts = [0] + [m.end() for m in re.finditer(r"\r\n|\r|\n", text)]
+        if position.line >= len(starts):
+            return len(text)
+        offset = starts[position.line]
+        while offset < len(text) and text[offset] not in "\r\n":
+            if self.units(text[starts[position.line] : offset + 1]) > position.character:
+                break
+            offset += 1
+        return offset
+
+    def apply(self, text: str, edits: list[T.TextEdit]) -> str:
+        """The text after the edits, applied as a client applies them (the last one first)."""
+        spans = [(self.offset(text, e.range.start), self.offset(text, e.range.end), e) for e in edits]
+        for start, end, edit in sorted(spans, key=lambda s: s[:2], reverse=True):
+            text = text[:start] + edit.new_text + text[end:]
+        return text
 
     def at(self, text: str, marker: str, shift: int = 0) -> T.Position:
         """The position of the first `marker` in `text`, moved `shift` code points right."""

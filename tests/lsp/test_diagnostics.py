@@ -9,7 +9,7 @@ import time
 import pytest
 from lsprotocol import types as T
 
-from daic.compiler.check import check_source
+from daic.compiler.check import check_path, check_source
 from daic.compiler.sources import Source
 
 from .conftest import DIGITS, ROOT
@@ -168,3 +168,30 @@ async def test_a_change_to_a_document_that_is_not_open_is_ignored(editor, tmp_pa
     assert [d.code for d in await editor.diagnostics(uri)]
     assert editor.client.messages[before:] == []
     editor.close(uri)
+
+
+async def test_ranges_count_a_lone_carriage_return_as_a_line_end(editor, tmp_path):
+    text = "let a = 1  # one\rlet b = Mixx\r\nlet c = 2\n"
+    uri = await editor.open(tmp_path / "cr.dai", text)
+    (got,) = await editor.diagnostics(uri)
+    editor.close(uri)
+    unknown = text.index("Mixx")
+    assert got.range == editor.range(text, unknown, unknown + 4)
+    assert got.range == T.Range(T.Position(1, 8), T.Position(1, 12))
+
+
+@pytest.mark.parametrize(
+    ("name", "text"), [("bom.dai", "\ufefflet a = Mixx\n"), ("bom.net", "\ufeffReLUU\n")]
+)
+async def test_a_byte_order_mark_is_accepted_as_daic_check_accepts_it(editor, tmp_path, name, text):
+    uri = await editor.open(tmp_path / name, text)
+    got = await editor.diagnostics(uri)
+    editor.close(uri)
+    (path := tmp_path / name).write_bytes(text.encode("utf-8"))
+    expected = check_path(str(path)).diagnostics
+    assert [(d.code, d.message.split("\nhint: ")[0]) for d in got] == [
+        (d.code.id, d.message) for d in expected
+    ]
+    assert [d.code for d in got] == ["E101" if name.endswith(".dai") else "E102"]
+    word = text.index("Mixx" if name.endswith(".dai") else "ReLUU")
+    assert got[0].range.start == editor.position(text, word)

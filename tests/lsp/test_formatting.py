@@ -50,3 +50,15 @@ async def test_formats_net_like_daic_fmt(editor, tmp_path):
 async def test_semantic_errors_do_not_stop_formatting_but_syntax_errors_do(editor, tmp_path):
     assert await format_text(editor, tmp_path / "d.dai", "let g =   Boxx\n") != []
     assert await format_text(editor, tmp_path / "e.dai", "let g = Mix(Point,\nlet h =  1\n") == []
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "expected"),
+    [
+        ("cr.dai", "let a  =  Box  # x\rlet b = a\n", "let a = Box  # x\nlet b = a\n"),
+        ("cr.net", "ReLU  # x\rLinear  out=10\n", "ReLU  # x\nLinear out=10\n"),
+    ],
+)
+async def test_a_lone_carriage_return_ends_a_line(editor, tmp_path, name, text, expected):
+    # The client splits lines at `\r` too: the edit must cover all of its lines, and keep each one once.
+    assert editor.apply(text, await format_text(editor, tmp_path / name, text)) == expected

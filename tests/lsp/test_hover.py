@@ -136,3 +136,14 @@ async def test_net_call_inside_a_parameter(editor, tmp_path):
     assert "Until(epoch: Float, first: Schedule, then: Schedule) -> Schedule" in value
     assert "input [10] → output [10]" in value
     editor.close(uri)
+
+
+async def test_a_path_too_long_costs_the_document_neither_diagnostics_nor_hover(editor, tmp_path):
+    text = f'import "{"x" * 300}.dai" as x\nlet g = Mix(Point, Box, 0.5)\nlet h = Boxx\n'
+    uri = await editor.open(tmp_path / "long.dai", text)
+    got = await editor.diagnostics(uri)
+    assert [d.code for d in got] == ["E110", "E101"]
+    assert got[0].message.endswith(": File name too long")
+    hover = await hover_at(editor, uri, text, "Mix(", 1)
+    editor.close(uri)
+    assert "Mix(g1: Goal, g2: Goal, weight: Schedule) -> Goal" in hover.contents.value

@@ -7,11 +7,14 @@ edits and every kind of request, each of which must be answered in time and with
 from __future__ import annotations
 
 import asyncio
+import uuid
+from concurrent.futures import Future
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from lsprotocol import types as T
+from pygls.exceptions import JsonRpcException
 
 from daic.compiler.check import check_source
 from daic.compiler.lsp import code_actions, completion, definition, formatting, hover, signature_help, symbols
@@ -121,7 +124,9 @@ def test_features_answer_on_any_text(seed, changes, offsets, encoding):
     for fraction in offsets:
         offset = int(fraction * len(text))
         position = analysis.positions.position(offset)
-        assert analysis.positions.offset(position) == offset
+        # Between the `\r` and the `\n` of a line break is the end of the line.
+        inside_break = 0 < offset < len(text) and text[offset - 1 : offset + 1] == "\r\n"
+        assert analysis.positions.offset(position) == offset - inside_break
         hover.hover(analysis, offset, markdown)
         completion.complete(analysis, offset, markdown)
         signature_help.signature_help(analysis, offset, markdown)
@@ -192,3 +197,74 @@ async def test_server_answers_random_edits_and_requests(editor, seed, steps):
     ]
     assert editor.client.error is None
     editor.close(uri)
+
+
+INVALID = [
+    ("textDocument/hover", {"position": {"line": -1, "character": 0}}),
+    ("textDocument/hover", {"position": {"line": 0, "character": -5}}),
+    ("textDocument/completion", {"position": {"line": 10**12, "character": 0}}),
+    ("textDocument/definition", {"position": "the start"}),
+    ("textDocument/hover", {"textDocument": "not an object"}),
+    ("textDocument/signatureHelp", [1, 2]),
+    ("textDocument/formatting", None),
+    ("textDocument/codeAction", {"range": {"start": {"line": -3, "character": 0}, "end": {"line": 0}}}),
+]
+
+
+def raw_request(client, method: str, params) -> asyncio.Future:
+    """A request sent as given, unchecked against the protocol's types, as a faulty client sends it."""
+    msg_id = str(uuid.uuid4())
+    answer: Future = Future()
+    client.protocol._request_futures[msg_id] = answer
+    client.protocol._send_data({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params})
+    return asyncio.wrap_future(answer)
+
+
+@pytest.mark.asyncio(loop_scope="session")
+@pytest.mark.parametrize(("method", "params"), INVALID, ids=[f"{m}-{i}" for i, (m, _) in enumerate(INVALID)])
+async def test_invalid_requests_are_answered_with_an_error(editor, tmp_path, method, params):
+    uri = await editor.open(tmp_path / "a.dai", "let g = Mix(Point, Box, 0.5)\n")
+    if isinstance(params, dict):
+        params = {"textDocument": {"uri": uri}, **params}
+    try:
+        answer = raw_request(editor.client, method, params)
+        with pytest.raises(JsonRpcException) as raised:
+            await asyncio.wait_for(answer, 10)
+        assert raised.value.code == -32602  # Invalid Params
+        assert method in raised.value.message
+        # The server goes on answering.
+        hover = await editor.client.text_document_hover_async(
+            T.HoverParams(T.TextDocumentIdentifier(uri=uri), T.Position(0, 9))
+        )
+        assert "Mix(g1: Goal" in hover.contents.value
+    finally:
+        editor.close(uri)
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_the_largest_positions_are_clamped(editor, tmp_path):
+    uri = await editor.open(tmp_path / "b.dai", "let g = Mix(Point, Box, 0.5)\n")
+    document = T.TextDocumentIdentifier(uri=uri)
+    largest = 2**31 - 1
+    for kind in ("hover", "completion", "signature", "definition", "actions"):
+        await asyncio.wait_for(request(editor.client, document, kind, T.Position(largest, largest)), 10)
+        await asyncio.wait_for(request(editor.client, document, kind, T.Position(0, largest)), 10)
+    editor.close(uri)
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_a_document_whose_path_the_system_refuses_costs_the_others_nothing(editor, tmp_path):
+    # A NUL in the path: no file system looks it up, and the other documents still get their answers.
+    odd = T.TextDocumentItem(
+        uri="file:///tmp/odd%00name.dai", language_id="dai", version=1, text="let g = Boxx\n"
+    )
+    editor.versions[odd.uri] = 1
+    editor.client.text_document_did_open(T.DidOpenTextDocumentParams(odd))
+    assert [d.code for d in await editor.diagnostics(odd.uri)] == ["E101"]
+    uri = await editor.open(tmp_path / "c.dai", "let g = Mix(Point, Box, 0.5)\n")
+    hover = await editor.client.text_document_hover_async(
+        T.HoverParams(T.TextDocumentIdentifier(uri=uri), T.Position(0, 9))
+    )
+    editor.close(uri)
+    editor.close(odd.uri)
+    assert "Mix(g1: Goal" in hover.contents.value
