@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 torch_version=$(.venv/bin/python -c "import torch; print(torch.__version__.split('+')[0])")
 python3 -m venv bench/.venv-peers
 bench/.venv-peers/bin/pip install --quiet --upgrade pip
-bench/.venv-peers/bin/pip install --quiet "torch==${torch_version}" "numpy<2" appdirs pyyaml packaging tqdm lark click rich
+bench/.venv-peers/bin/pip install --quiet "torch==${torch_version}" "numpy<2" appdirs pyyaml packaging tqdm lark click rich scikit-learn
 bench/.venv-peers/bin/pip install --quiet --no-deps auto_LiRPA==0.3
 bench/.venv-peers/bin/pip install --quiet --no-deps -e .
 echo "ready: bench/run.sh"

@@ -9,6 +9,8 @@ Sections (`--sections`; all by default, paper only on a GPU):
   backward) of the plain network, of daic's Box (IBP) and hybrid zonotope (HZ) steps, and of auto_LiRPA's
   IBP and CROWN-IBP steps, interleaved within each repetition; the peak memory of each step; the ratios.
 - hbox: HBox certification (the exact input zonotope, float64) in images/s, against a batch-1 forward.
+- crown: certification by CROWN and alpha-CROWN against auto_LiRPA's 'backward' and 'CROWN-Optimized' on
+  the same images (see `crown.py`), and the peak memory of CROWN on one ResNet-Tiny image.
 - processes: seconds per epoch of `Trainer` with the Box goal in 1 and 2 data-parallel processes (torchrun,
   gloo on the CPU, NCCL on GPUs), the same global batch, on as many cores (or GPUs) in all.
 - scaling: seconds per epoch against the batch size (ResNet-Tiny FewCombo), and against the number k of
@@ -31,6 +33,7 @@ import os
 import platform
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -39,11 +42,12 @@ from daic.runtime import native
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import crown as C
 import lirpa
 import paper
 import workloads as W
 
-SECTIONS = ("main", "hbox", "processes", "scaling", "paper")
+SECTIONS = ("main", "hbox", "crown", "processes", "scaling", "paper")
 CPU_SECTIONS = SECTIONS[:-1]
 LIRPA = ("LiRPA IBP", "LiRPA CROWN-IBP")
 
@@ -116,19 +120,19 @@ def main_section(
     with_lirpa = peer is None
     rows, ratios = [], []
     for name in nets:
-        methods = {"concrete", "daic Box", "daic HZ", *(LIRPA if with_lirpa else ())}
+        methods = {"concrete", "daic Box", "daic HZ", "daic CROWN-IBP", *(LIRPA if with_lirpa else ())}
         steps = method_steps(*network_and_batch(name, device), W.WORKLOADS[name].epsilon, methods)
-        crown_step = steps.pop("LiRPA CROWN-IBP", None)
+        crown_steps = {m: steps.pop(m) for m in ("daic CROWN-IBP", "LiRPA CROWN-IBP") if m in steps}
         seconds = W.median_seconds(steps, reps, device)
         base = seconds["concrete"]
         relative = {method: s / base for method, s in seconds.items()}
-        if crown_step is not None:
-            # CROWN-IBP is 15-25x slower: it gets its own, shorter round, against the concrete step again,
-            # so that the round of the others stays short enough for many repetitions.
-            crown = W.median_seconds({"concrete": steps["concrete"], "CROWN": crown_step}, crown_reps, device)
-            seconds["LiRPA CROWN-IBP"] = crown["CROWN"]
-            relative["LiRPA CROWN-IBP"] = crown["CROWN"] / crown["concrete"]
-        del steps, crown_step
+        # CROWN-IBP is 10-25x slower: both tools' steps get their own, shorter round, against the
+        # concrete step again, so that the round of the others stays short enough for many repetitions.
+        crown = W.median_seconds({"concrete": steps["concrete"], **crown_steps}, crown_reps, device)
+        for method in crown_steps:
+            seconds[method] = crown[method]
+            relative[method] = crown[method] / crown["concrete"]
+        del steps, crown_steps
         peaks = {method: peak(name, method, device, threads) for method in seconds}
         batch = str(W.WORKLOADS[name].batch)
         for method, s in seconds.items():
@@ -145,7 +149,7 @@ def main_section(
         if not with_lirpa:
             rows += [[name, batch, method, peer, "", ""] for method in LIRPA]
         ibp = seconds.get("LiRPA IBP")
-        crown = relative.get("LiRPA CROWN-IBP")
+        peer_crown = relative.get("LiRPA CROWN-IBP")
         ratios.append(
             [
                 name,
@@ -153,7 +157,9 @@ def main_section(
                 f"{seconds['daic Box'] / ibp:.2f}" if ibp else "-",
                 f"{seconds['daic HZ'] / base:.2f}",
                 f"{ibp / base:.2f}" if ibp else "-",
-                f"{crown:.1f}" if crown else "-",
+                f"{relative['daic CROWN-IBP']:.1f}",
+                f"{peer_crown:.1f}" if peer_crown else "-",
+                f"{relative['daic CROWN-IBP'] / peer_crown:.2f}" if peer_crown else "-",
             ]
         )
     memory = "peak allocated MiB" if device.type == "cuda" else "peak RSS growth MiB"
@@ -171,7 +177,9 @@ def main_section(
             "daic Box / LiRPA IBP",
             "daic HZ / concrete",
             "LiRPA IBP / concrete",
-            "CROWN-IBP / concrete",
+            "daic CROWN-IBP / concrete",
+            "LiRPA CROWN-IBP / concrete",
+            "daic CROWN-IBP / LiRPA CROWN-IBP",
         ],
         ratios,
     )
@@ -196,6 +204,77 @@ def hbox_section(nets: list[str], device: torch.device, images: int, reps: int) 
         ["network", "images/s", "s/image", "batch-1 forward ms", "HBox / forward", "images per batch"],
         rows,
     )
+
+
+CROWN_EPS = 0.004
+"""The radius at which the initialised networks are certified: at the paper's radii nearly every neuron of
+a network at its initialisation is unstable (a trained one has few), and full CROWN of one ResNet-Tiny
+image then takes half an hour here."""
+
+
+def crown_section(
+    nets: list[str], images: int, reps: int, peer: str | None, peak_net: str, train_epochs: int
+) -> None:
+    cases = [C.trained_digits(train_epochs)] + [C.random_case(name, images, CROWN_EPS) for name in nets]
+    if peer is None:
+        C.patch_alpha_clamp()
+    rows, alpha_rows = [], []
+    for case in cases:
+        r = C.compare(case, images, reps, peer is None)
+        rows.append(crown_row(case.name, r))
+        alpha_rows.append(
+            [
+                case.name,
+                str(r["images"]),
+                *cells(r, "alpha_certified", "peer_alpha_certified"),
+                *cells(r, "alpha_s", "peer_alpha_s", form="{:.2f}"),
+            ]
+        )
+    show(
+        f"CROWN certification, float64, the same images for both, median of {reps} runs",
+        ["network", "images", "daic images/s", "LiRPA 'backward' images/s", "daic / LiRPA speed",
+         "largest bound difference", "daic certified", "LiRPA certified", "daic default images/s",
+         "daic default certified"],
+        rows,
+    )  # fmt: skip
+    show(
+        "alpha-CROWN, 20 steps, rate 0.5 (the peer's 'CROWN-Optimized', its slope clamp given a gradient)",
+        ["network", "images", "daic certified", "LiRPA certified", "daic s", "LiRPA s"],
+        alpha_rows,
+    )
+    env = {k: v for k, v in os.environ.items() if k not in W.MALLOC_TUNING}
+    env |= {"MALLOC_MMAP_THRESHOLD_": "131072", "MALLOC_TRIM_THRESHOLD_": "131072"}
+    command = [sys.executable, __file__, "--device", "cpu", "--crown-peak-child", peak_net]
+    done = subprocess.run(command, capture_output=True, text=True, env=env)
+    if done.returncode:
+        raise RuntimeError(f"measuring CROWN's peak memory on {peak_net} failed:\n{done.stderr[-3000:]}")
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    show(
+        f"Full CROWN of one {peak_net} image (float64, initialised, eps {CROWN_EPS}): peak memory",
+        ["network", "peak RSS growth MiB", "seconds"],
+        [[peak_net, f"{result['peak_bytes'] / 2**20:.0f}", f"{result['seconds']:.1f}"]],
+    )
+
+
+def cells(result: dict, *keys: str, form: str = "{}") -> list[str]:
+    """The figures under `keys`, "-" for those the run did not measure (the peer's, without it)."""
+    return [form.format(result[key]) if key in result else "-" for key in keys]
+
+
+def crown_row(name: str, r: dict) -> list[str]:
+    n = r["images"]
+    rates = {key: n / r[key] for key in ("crown_s", "peer_crown_s", "crown_default_s") if key in r}
+    speed = r["peer_crown_s"] / r["crown_s"] if "peer_crown_s" in r else None
+    return [
+        name,
+        str(n),
+        *cells(rates, "crown_s", "peer_crown_s", form="{:.1f}"),
+        "-" if speed is None else f"{speed:.2f}",
+        *cells(r, "max_difference", form="{:.1e}"),
+        *cells(r, "crown_certified", "peer_crown_certified"),
+        *cells(rates, "crown_default_s", form="{:.1f}"),
+        *cells(r, "crown_default_certified"),
+    ]
 
 
 def ddp_child(name: str, steps: int) -> None:
@@ -391,12 +470,16 @@ def main() -> None:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="CPU threads in all")
     parser.add_argument("--reps", type=int, default=9)
-    parser.add_argument("--crown-reps", type=int, default=3)
+    parser.add_argument("--crown-reps", type=int, default=3, help="repetitions of CROWN's rounds")
     parser.add_argument("--nets", default=",".join(W.WORKLOADS))
     parser.add_argument("--sections", help=f"default: {','.join(CPU_SECTIONS)}, and paper on a GPU")
     parser.add_argument("--hbox-nets", default="convsmall,convbig,resnettiny,resnettiny_fewcombo")
     parser.add_argument("--hbox-images", type=int, default=4)
     parser.add_argument("--hbox-reps", type=int, default=3)
+    parser.add_argument("--crown-nets", default="convsmall,convbig", help="initialised networks certified")
+    parser.add_argument("--crown-images", type=int, default=20)
+    parser.add_argument("--crown-peak-net", default="resnettiny")
+    parser.add_argument("--crown-train-epochs", type=int, default=15, help="epochs of the digits network")
     parser.add_argument("--ddp-nets", default="convbig,resnettiny")
     parser.add_argument("--ddp-steps", type=int, default=10)
     parser.add_argument("--batches", default="25,50,100,200")
@@ -407,6 +490,7 @@ def main() -> None:
     parser.add_argument("--no-lirpa", action="store_true", help="leave auto_LiRPA out even if installed")
     parser.add_argument("--peak-child", help=argparse.SUPPRESS)
     parser.add_argument("--ddp-child", help=argparse.SUPPRESS)
+    parser.add_argument("--crown-peak-child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     peer = None if lirpa.available() else "not installed"
     if args.no_lirpa and peer is None:
@@ -419,13 +503,18 @@ def main() -> None:
         return peak_child(name, method, torch.device(args.device))
     if args.ddp_child:
         return ddp_child(args.ddp_child, args.ddp_steps)
+    if args.crown_peak_child:
+        start = time.perf_counter()
+        peak_bytes = C.crown_peak_child(args.crown_peak_child, CROWN_EPS)
+        print(json.dumps({"peak_bytes": peak_bytes, "seconds": time.perf_counter() - start}))
+        return
     on_gpu = args.device.startswith("cuda")
     sections = set((args.sections or ",".join(SECTIONS if on_gpu else CPU_SECTIONS)).split(","))
     unknown = sections - set(SECTIONS)
     if unknown:
         parser.error(f"unknown sections {sorted(unknown)}; choose from {', '.join(SECTIONS)}")
     split = lambda text: [item for item in text.split(",") if item]  # noqa: E731
-    for option in ("nets", "hbox_nets", "ddp_nets"):
+    for option in ("nets", "hbox_nets", "ddp_nets", "crown_nets"):
         unknown = set(split(getattr(args, option))) - set(W.WORKLOADS)
         if unknown:
             flag = "--" + option.replace("_", "-")
@@ -461,6 +550,15 @@ def main() -> None:
         main_section(split(args.nets), device, args.reps, args.crown_reps, args.threads, peer)
     if "hbox" in sections:
         hbox_section(split(args.hbox_nets), device, args.hbox_images, args.hbox_reps)
+    if "crown" in sections:
+        crown_section(
+            split(args.crown_nets),
+            args.crown_images,
+            args.crown_reps,
+            peer,
+            args.crown_peak_net,
+            args.crown_train_epochs,
+        )
     if "processes" in sections:
         processes_section(split(args.ddp_nets), device, args.threads, args.ddp_steps)
     if "paper" in sections:

@@ -24,6 +24,7 @@ from daic.compiler.lower import lower_network
 from daic.compiler.network import analyze_net
 from daic.dsl.parser import parse_net
 from daic.runtime import AbstractContext, Box, HybridZonotope, ibp_init_
+from daic.runtime.domains import Symbolic
 from daic.runtime.evaluate import Verify, evaluate
 from daic.runtime.losses import worst_case_loss
 from daic.runtime.verification import HBoxDomain
@@ -88,8 +89,9 @@ def inputs(name: str, batch: int | None = None, seed: int = 0) -> tuple[Tensor, 
 
 
 def daic_steps(model: nn.Module, x: Tensor, y: Tensor, eps: float) -> dict[str, Step]:
-    """The concrete step and daic's two abstract training steps: Box (IBP), and the hybrid zonotope
-    started from the input box, with the network's abstract layers in training mode."""
+    """The concrete step and daic's abstract training steps: Box (IBP), the hybrid zonotope started from
+    the input box, with the network's abstract layers in training mode, and CROWN-IBP (the `CROWNIBP` goal
+    at beta = 1: interval bounds, then the margins back-substituted once)."""
     lower, upper = (x - eps).clamp(0, 1), (x + eps).clamp(0, 1)
 
     def concrete() -> None:
@@ -111,6 +113,7 @@ def daic_steps(model: nn.Module, x: Tensor, y: Tensor, eps: float) -> dict[str, 
         "concrete": concrete,
         "daic Box": abstract(Box.from_bounds),
         "daic HZ": abstract(HybridZonotope.from_bounds),
+        "daic CROWN-IBP": abstract(Symbolic.input),
     }
 
 

@@ -177,28 +177,43 @@ class Patches:
         (hs, ws), (h, w) = self.grid, self.map_hw
         return pw, (ws - 1) * sw - pw + kw - w, ph, (hs - 1) * sh - ph + kh - h
 
-    def unfold(self, m: Tensor) -> Tensor:
-        """``m`` (``(B, C, H, W)``, or broadcast ``(1, C, 1 or H, 1 or W)``) as each row's window of its
-        image: ``(R, C, Kh, Kw)``, zero outside the map. Gathered per row, so its cost is the rows', not
-        every position's of every image."""
+    def unfold(self, *maps: Tensor) -> list[Tensor]:
+        """Each map (``(B, C, H, W)``, or broadcast ``(1, C, 1 or H, 1 or W)``) as each row's window of
+        its image: ``(R, C, Kh, Kw)``, zero outside the map. Maps of one shape are unfolded together.
+
+        Rows far fewer than the windows of every image are gathered element by element; otherwise every
+        window is unfolded once and the rows' copied out (rows often share a window: one per channel)."""
         kh, kw = self.P.shape[-2:]
-        if m.shape[2:] != self.map_hw:
-            m = m.expand(m.shape[0], m.shape[1], *self.map_hw)
-        padded = F.pad(m, self._pads())  # position (i, j)'s window now starts at (i * sh, j * sw)
-        width = padded.shape[3]
+        batch = max(m.shape[0] for m in maps)
+        channels = [m.shape[1] for m in maps]
+        full = [m.expand(batch, m.shape[1], *self.map_hw) for m in maps]
+        padded = F.pad(full[0] if len(full) == 1 else torch.cat(full, 1), self._pads())
+        n_h = (padded.shape[2] - kh) // self.stride[0] + 1
+        n_w = (padded.shape[3] - kw) // self.stride[1] + 1
         ws = self.grid[1]
+        if self.P.shape[0] * 4 < batch * n_h * n_w:
+            picked = self._gathered(padded, kh, kw)
+        else:
+            cols = F.unfold(padded, (kh, kw), stride=self.stride)  # (B, C * kh * kw, nH * nW)
+            window = (self.position // ws) * n_w + self.position % ws
+            if batch > 1:
+                window = self.image * (n_h * n_w) + window
+            picked = cols.transpose(1, 2).reshape(-1, cols.shape[1]).index_select(0, window)
+        picked = picked.view(-1, sum(channels), kh, kw)
+        return list(picked.split(channels, dim=1))
+
+    def _gathered(self, padded: Tensor, kh: int, kw: int) -> Tensor:
+        """``(R, C * kh * kw)``: each row's window, picked element by element from the padded maps."""
+        width, ws = padded.shape[3], self.grid[1]
         top = (self.position // ws) * self.stride[0]
         left = (self.position % ws) * self.stride[1]
         rows = top[:, None] + torch.arange(kh, device=top.device)
         cols = left[:, None] + torch.arange(kw, device=top.device)
         flat = (rows[:, :, None] * width + cols[:, None, :]).reshape(-1, 1, kh * kw)  # (R, 1, kh * kw)
         maps = padded.flatten(2)  # (B, C, Hp * Wp)
-        if m.shape[0] == 1:
-            picked = maps[0][:, flat.squeeze(1)].transpose(0, 1)  # (R, C, kh * kw)
-        else:
-            channel = torch.arange(m.shape[1], device=top.device)[None, :, None]
-            picked = maps[self.image[:, None, None], channel, flat]
-        return picked.reshape(-1, m.shape[1], kh, kw)
+        image = self.image if padded.shape[0] > 1 else torch.zeros_like(self.image)
+        channel = torch.arange(padded.shape[1], device=top.device)[None, :, None]
+        return maps[image[:, None, None], channel, flat].flatten(1)
 
     # ----------------------------------------------------------------------------------------------
     # the operations of `Dense`
@@ -211,23 +226,22 @@ class Patches:
         return Patches(P, self.image, self.position, self.grid, self.stride, self.padding, self.map_hw)
 
     def mul(self, m: Tensor) -> Patches:
-        return self._like(self.P * self.unfold(m))
+        return self._like(self.P * self.unfold(m)[0])
 
     def dot(self, m: Tensor) -> Tensor:
         """``(R, 1)``: each row applied to the neuron values ``m``."""
-        return (self.P * self.unfold(m)).sum((1, 2, 3)).unsqueeze(1)
+        return _row_dot(self.P, self.unfold(m)[0])
 
     def bound(self, center: Tensor, radius: Tensor) -> Tensor:
-        low = (self.P * self.unfold(center)).sum((1, 2, 3)) - (self.P.abs() * self.unfold(radius)).sum(
-            (1, 2, 3)
-        )
-        return low.unsqueeze(1)
+        c, r = self.unfold(center, radius)
+        return _row_dot(self.P, c) - _row_dot(self.P.abs(), r)
 
     def relaxed(self, lower_slope: Tensor, upper_slope: Tensor, upper_bias: Tensor) -> tuple[Patches, Tensor]:
-        positive = self.P.clamp(min=0)
-        negative = self.P - positive
-        moved = positive * self.unfold(lower_slope) + negative * self.unfold(upper_slope)
-        return self._like(moved), (negative * self.unfold(upper_bias)).sum((1, 2, 3)).unsqueeze(1)
+        ls, us, ub = self.unfold(lower_slope, upper_slope, upper_bias)
+        negative = self.P.clamp(max=0)
+        # A+ ls + A- us = A us + A+ (ls - us): the second term is zero but at unstable neurons.
+        moved = self.P * us + (self.P - negative) * (ls - us)
+        return self._like(moved), _row_dot(negative, ub)
 
     def conv_back(
         self, weight: Tensor, stride: Pair, padding: Pair, in_hw: Pair, groups: int = 1
@@ -250,7 +264,7 @@ class Patches:
         """Coefficients outside the map zeroed, and the window cut to the rows and columns that some grid
         position's window has inside the map; a window larger than the map is made a dense map (it would
         only hold more zeros)."""
-        inside = self.unfold(self.P.new_ones((1, 1, *self.map_hw)))
+        (inside,) = self.unfold(self.P.new_ones((1, 1, *self.map_hw)))
         P = self.P * inside
         (sh, sw), (ph, pw), (hs, ws), (h, w) = self.stride, self.padding, self.grid, self.map_hw
         kh, kw = P.shape[-2:]
@@ -316,6 +330,11 @@ class Patches:
             (ph, pw),
             self.map_hw,
         )
+
+
+def _row_dot(P: Tensor, windows: Tensor) -> Tensor:
+    """``(R, 1)``: each row's coefficients times its windows, summed."""
+    return torch.bmm(P.flatten(1).unsqueeze(1), windows.flatten(1).unsqueeze(2)).view(-1, 1)
 
 
 Coeffs = Dense | Patches

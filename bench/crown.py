@@ -1,0 +1,161 @@
+"""Certification with linear relaxations, daic against auto_LiRPA 0.3 on the same images and bounds.
+
+- CROWN: daic's `Symbolic` analysis with full CROWN intermediate bounds, not intersected with the interval
+  ones (``tighten=False``: what auto_LiRPA's 'backward' method computes), against the peer's
+  ``compute_bounds(method="backward")``, both in float64 on the same batch; the largest difference of
+  the margin lower bounds, and images per second. daic's default (intermediate bounds intersected with
+  the intervals, and the margins' better of CROWN and the folded intervals) certifies at least as many.
+- alpha-CROWN: `AlphaCROWNDomain` at the peer's defaults (20 Adam steps, rate 0.5 decayed by 0.98,
+  intermediate bounds fixed) against the peer's "CROWN-Optimized", with the clamp of its slopes given a
+  gradient of 1 on [0, 1] (`patch_alpha_clamp`), certified images and seconds.
+
+The networks: one trained here in seconds on the embedded digits (the quick start's scheme), so that the
+bounds are those of a network trained to be certified, and the paper's networks at their IBP
+initialisation with a small epsilon (the bounds then say nothing of robustness, only of the work).
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from daic.runtime.context import AbstractContext
+from daic.runtime.domains import Symbolic
+from daic.runtime.domains.element import margin_others
+from daic.runtime.verification import AlphaCROWNDomain, CROWNDomain
+
+
+@dataclass
+class Case:
+    """A float64 network, its test images and labels, and the radius to certify."""
+
+    name: str
+    model: nn.Module
+    x: Tensor
+    y: Tensor
+    eps: float
+
+
+def trained_digits(epochs: int = 15) -> Case:
+    """The quick start's network trained for `epochs` epochs of its scheme (seconds on a CPU)."""
+    from daic.compiler.run import lowered, plan_run
+    from daic.runtime.trainer import Trainer
+
+    plan = plan_run("examples/quickstart.dai", None, None)
+    scheme, model = lowered(plan)
+    scheme.epochs = epochs
+    scheme.test = []
+    data = scheme.data.load(None, False)
+    trainer = Trainer(model, scheme, data)
+    for epoch in range(epochs):
+        trainer.train_epoch(epoch)
+    return Case("digits_conv (trained)", copy.deepcopy(model).double().eval(), data.test_x.double(),
+                data.test_y, 0.1)  # fmt: skip
+
+
+def random_case(name: str, images: int, eps: float) -> Case:
+    """A workload's network at its IBP initialisation, random images, a small radius. Its Normalize line is
+    left out: auto_LiRPA 0.3 traces the division by a buffer as a product of two perturbed values and
+    fails on it in its patches mode."""
+    import workloads as W
+
+    text = "".join(line + "\n" for line in W.net_text(name).splitlines() if not line.startswith("Normalize"))
+    model = copy.deepcopy(W.build(name, text)).double().eval()
+    x, y = W.inputs(name, images, seed=2)
+    return Case(f"{name} (initialised)", model, x.double(), y, eps)
+
+
+def box(case: Case, images: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    x, y = case.x[:images], case.y[:images]
+    return x, y, (x - case.eps).clamp(0, 1), (x + case.eps).clamp(0, 1)
+
+
+def daic_crown(case: Case, images: int, tighten: bool) -> Tensor:
+    """``(B, C - 1)`` margin lower bounds of full CROWN."""
+    _, y, lower, upper = box(case, images)
+    with torch.no_grad():
+        out = case.model.abstract(
+            Symbolic.input(lower, upper, crown=True, tighten=tighten), AbstractContext()
+        )
+        return out.margin_lower(y)
+
+
+def daic_domain(case: Case, images: int, domain) -> Tensor:
+    _, y, lower, upper = box(case, images)
+    with torch.no_grad():
+        return domain.margins(case.model, lower, upper, y, "hybrid")
+
+
+def patch_alpha_clamp() -> None:
+    """auto_LiRPA 0.3 keeps its ReLU slopes in [0, 1] with `torch.clamp` in the bound computation, whose
+    gradient is 0 at the bounds on current torch; its slopes start at exactly 0 or 1, so they never move.
+    The same forward with a gradient of 1 on [0, 1] lets its alpha-CROWN optimise."""
+    from auto_LiRPA.operators.activation import BoundRelu
+
+    def straight(alpha: Tensor | None) -> Tensor | None:
+        return None if alpha is None else alpha + (alpha.clamp(0, 1) - alpha).detach()
+
+    original = BoundRelu._relu_mask_alpha
+
+    def masked(lower, upper, lb_lower_d, ub_lower_d):
+        return original(lower, upper, straight(lb_lower_d), straight(ub_lower_d))
+
+    BoundRelu._relu_mask_alpha = staticmethod(masked)
+
+
+def peer_bounds(case: Case, images: int, method: str) -> Tensor:
+    """``(B, C - 1)`` margin lower bounds from auto_LiRPA (`method`: "backward" or "CROWN-Optimized")."""
+    from auto_LiRPA import BoundedModule, BoundedTensor
+    from auto_LiRPA.perturbations import PerturbationLpNorm
+
+    x, y, lower, upper = box(case, images)
+    rows, _ = margin_others(y, 10, torch.float64)
+    bounded = BoundedModule(case.model, torch.zeros_like(x[:1]), device="cpu")
+    if method == "CROWN-Optimized":
+        bounded.set_bound_opts({"optimize_bound_args": {"iteration": 20, "lr_alpha": 0.5}})
+    ptb = PerturbationLpNorm(norm=float("inf"), eps=case.eps, x_L=lower, x_U=upper)
+    lb, _ = bounded.compute_bounds(x=(BoundedTensor(x, ptb),), C=rows, method=method, bound_upper=False)
+    return lb.detach()
+
+
+def timed(action: Callable[[], Tensor], reps: int) -> tuple[Tensor, float]:
+    """The result and the median seconds of `reps` calls (after one warm-up call)."""
+    result = action()
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        result = action()
+        times.append(time.perf_counter() - start)
+    return result, sorted(times)[len(times) // 2]
+
+
+def compare(case: Case, images: int, reps: int, with_peer: bool) -> dict[str, object]:
+    """Every figure of one network: bounds and seconds of both tools."""
+    row: dict[str, object] = {"case": case.name, "images": images}
+    ours, row["crown_s"] = timed(lambda: daic_crown(case, images, tighten=False), reps)
+    best, row["crown_default_s"] = timed(lambda: daic_domain(case, images, CROWNDomain()), reps)
+    row["crown_certified"] = int((ours.amin(1) > 0).sum())
+    row["crown_default_certified"] = int((best.amin(1) > 0).sum())
+    alpha, row["alpha_s"] = timed(lambda: daic_domain(case, images, AlphaCROWNDomain()), 1)
+    row["alpha_certified"] = int((alpha.amin(1) > 0).sum())
+    if with_peer:
+        theirs, row["peer_crown_s"] = timed(lambda: peer_bounds(case, images, "backward"), reps)
+        row["max_difference"] = float((ours - theirs).abs().max())
+        row["peer_crown_certified"] = int((theirs.amin(1) > 0).sum())
+        optimized, row["peer_alpha_s"] = timed(lambda: peer_bounds(case, images, "CROWN-Optimized"), 1)
+        row["peer_alpha_certified"] = int((optimized.amin(1) > 0).sum())
+    return row
+
+
+def crown_peak_child(name: str, eps: float) -> int:
+    """Bytes of peak resident memory over full CROWN of one image of `name` (float64), in this process."""
+    import workloads as W
+
+    case = random_case(name, 1, eps)
+    with torch.no_grad():
+        return W.peak_bytes(lambda: lambda: daic_crown(case, 1, tighten=True), torch.device("cpu"), 1)
