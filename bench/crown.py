@@ -134,19 +134,21 @@ def timed(action: Callable[[], Tensor], reps: int) -> tuple[Tensor, float]:
     return result, sorted(times)[len(times) // 2]
 
 
-def compare(case: Case, images: int, reps: int, with_peer: bool) -> dict[str, object]:
-    """Every figure of one network: bounds and seconds of both tools."""
+def compare(case: Case, images: int, reps: int, with_peer: bool, alpha: bool) -> dict[str, object]:
+    """Every figure of one network: bounds and seconds of both tools (alpha-CROWN's when `alpha`)."""
     row: dict[str, object] = {"case": case.name, "images": images}
     ours, row["crown_s"] = timed(lambda: daic_crown(case, images, tighten=False), reps)
     best, row["crown_default_s"] = timed(lambda: daic_domain(case, images, CROWNDomain()), reps)
     row["crown_certified"] = int((ours.amin(1) > 0).sum())
     row["crown_default_certified"] = int((best.amin(1) > 0).sum())
-    alpha, row["alpha_s"] = timed(lambda: daic_domain(case, images, AlphaCROWNDomain()), 1)
-    row["alpha_certified"] = int((alpha.amin(1) > 0).sum())
+    if alpha:
+        optimized, row["alpha_s"] = timed(lambda: daic_domain(case, images, AlphaCROWNDomain()), 1)
+        row["alpha_certified"] = int((optimized.amin(1) > 0).sum())
     if with_peer:
         theirs, row["peer_crown_s"] = timed(lambda: peer_bounds(case, images, "backward"), reps)
         row["max_difference"] = float((ours - theirs).abs().max())
         row["peer_crown_certified"] = int((theirs.amin(1) > 0).sum())
+    if with_peer and alpha:
         optimized, row["peer_alpha_s"] = timed(lambda: peer_bounds(case, images, "CROWN-Optimized"), 1)
         row["peer_alpha_certified"] = int((optimized.amin(1) > 0).sum())
     return row

@@ -91,7 +91,8 @@ def inputs(name: str, batch: int | None = None, seed: int = 0) -> tuple[Tensor, 
 def daic_steps(model: nn.Module, x: Tensor, y: Tensor, eps: float) -> dict[str, Step]:
     """The concrete step and daic's abstract training steps: Box (IBP), the hybrid zonotope started from
     the input box, with the network's abstract layers in training mode, and CROWN-IBP (the `CROWNIBP` goal
-    at beta = 1: interval bounds, then the margins back-substituted once)."""
+    at beta = 1: interval bounds, then the margins back-substituted once; fused: one row, auto_LiRPA's
+    loss fusion)."""
     lower, upper = (x - eps).clamp(0, 1), (x + eps).clamp(0, 1)
 
     def concrete() -> None:
@@ -114,6 +115,7 @@ def daic_steps(model: nn.Module, x: Tensor, y: Tensor, eps: float) -> dict[str, 
         "daic Box": abstract(Box.from_bounds),
         "daic HZ": abstract(HybridZonotope.from_bounds),
         "daic CROWN-IBP": abstract(Symbolic.input),
+        "daic CROWN-IBP fused": abstract(lambda lower, upper: Symbolic.input(lower, upper, fused=True)),
     }
 
 

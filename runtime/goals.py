@@ -110,16 +110,19 @@ class Box(Goal):
 class CROWNIBP(Goal):
     """The box as the input of a linear relaxation: interval bounds through every layer, then the margins
     back-substituted through CROWN's relaxations built from them; the loss mixes the two margin lower
-    bounds, ``beta * CROWN-IBP + (1 - beta) * IBP`` (Zhang et al., ICLR 2020)."""
+    bounds, ``beta * CROWN-IBP + (1 - beta) * IBP`` (Zhang et al., ICLR 2020). ``fused``: one row
+    back-substituted instead of one per class, the loss being the log of a bound of the summed
+    exponentials (`Symbolic.fused_loss`)."""
 
-    def __init__(self, beta: ScheduleLike = 1.0) -> None:
+    def __init__(self, beta: ScheduleLike = 1.0, fused: bool = False) -> None:
         self.beta = as_schedule(beta)
+        self.fused = bool(fused)
 
     def alpha(self, lower, upper, env):
-        return Symbolic.input(lower, upper, crown_weight=self.beta(env.t))
+        return Symbolic.input(lower, upper, crown_weight=self.beta(env.t), fused=self.fused)
 
     def __repr__(self) -> str:
-        return f"CROWNIBP({self.beta!r})"
+        return f"CROWNIBP({self.beta!r}{', fused=True' if self.fused else ''})"
 
 
 class Mix(Goal):

@@ -31,6 +31,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from .fused_rows import bound_rows, relaxed_rows
+
 Pair = tuple[int, int]
 
 
@@ -39,21 +41,31 @@ def transposed_conv(
 ) -> Tensor:
     """``conv_transpose2d(x, weight, ...)``, the way the device runs fastest (the same numbers).
 
-    oneDNN, which runs CPU float32 convolutions, is 3-5x faster on channels-last inputs here, except with
-    one or two output channels (a network's first layer, where the rows reach the image), where it is
-    slower than the product with the kernel followed by `fold` (measured at ConvSmall's and ConvBig's
-    sizes). float64 and other devices take the plain call.
+    On the CPU (measured at the sizes of ConvSmall's and ConvBig's back-substitution):
+    - float32, one or two output channels (a network's first layer, where the rows reach the image): the
+      product with the kernel followed by `fold`, up to 2x faster than oneDNN;
+    - float32, more channels: oneDNN on channels-last inputs, 3-5x faster than on NCHW ones;
+    - float64 without a gradient (certification): the input gradient of the forward convolution, 2-17x
+      faster than the transposed convolution, which works through its batch one image at a time.
+    Elsewhere the plain call.
     """
-    if x.device.type != "cpu" or x.dtype != torch.float32 or groups != 1:
+    if x.device.type != "cpu" or groups != 1:
         return F.conv_transpose2d(x, weight, None, stride, padding, extra, groups)
     c_in, c_out, kh, kw = weight.shape
-    if c_out <= 2:
-        n, _, h, w = x.shape
-        out_h = (h - 1) * stride[0] - 2 * padding[0] + kh + extra[0]
-        out_w = (w - 1) * stride[1] - 2 * padding[1] + kw + extra[1]
+    n, _, h, w = x.shape
+    out_h = (h - 1) * stride[0] - 2 * padding[0] + kh + extra[0]
+    out_w = (w - 1) * stride[1] - 2 * padding[1] + kw + extra[1]
+    if x.dtype == torch.float32 and c_out <= 2:
         cols = torch.matmul(weight.reshape(c_in, c_out * kh * kw).t(), x.reshape(n, c_in, h * w))
         return F.fold(cols, (out_h, out_w), (kh, kw), stride=stride, padding=padding)
-    x = x.contiguous(memory_format=torch.channels_last)
+    if x.dtype == torch.float32:
+        x = x.contiguous(memory_format=torch.channels_last)
+        return F.conv_transpose2d(x, weight, None, stride, padding, extra, groups)
+    if not (torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad)):
+        shape = x.new_empty(()).expand(n, c_out, out_h, out_w)  # only its shape is read
+        return torch.ops.aten.convolution_backward(
+            x, shape, weight, None, stride, padding, (1, 1), False, (0, 0), 1, (True, False, False)
+        )[0]
     return F.conv_transpose2d(x, weight, None, stride, padding, extra, groups)
 
 
@@ -86,20 +98,30 @@ class Dense:
         return self._like(self.A * self.gathered(m))
 
     def dot(self, m: Tensor) -> Tensor:
-        """``(G, S)``: each row applied to the neuron values ``m``."""
+        """``(G, S)``: each row applied to the neuron values ``m``; a map broadcast over some dimensions
+        (a bias per channel) meets the rows summed over them first, with no product as large as the rows."""
         m = self.gathered(m)
-        if m.shape[0] == self.A.shape[0] and m.shape[2:] == self.A.shape[2:]:
-            return torch.bmm(self.A.flatten(2), m.flatten(2).transpose(1, 2)).squeeze(2)
-        return (self.A * m).flatten(2).sum(2)
+        A = self.A
+        spread = [d for d in range(2, A.dim()) if m.shape[d] == 1 and A.shape[d] != 1]
+        if spread:
+            A = A.sum(spread, keepdim=True)
+        if m.shape[0] == A.shape[0] and m.shape[2:] == A.shape[2:]:
+            return torch.bmm(A.flatten(2), m.flatten(2).transpose(1, 2)).squeeze(2)
+        return (A * m).flatten(2).sum(2)
 
     def bound(self, center: Tensor, radius: Tensor) -> Tensor:
         """``(G, S)``: the least value of each row over the box ``center +- radius``."""
+        if self.image is None and center.shape[1:] == self.A.shape[2:]:
+            return bound_rows(self.A, center, radius)
         return self.dot(center) - self._like(self.A.abs()).dot(radius)
 
     def relaxed(self, lower_slope: Tensor, upper_slope: Tensor, upper_bias: Tensor) -> tuple[Dense, Tensor]:
         """The rows through an elementwise relaxation ``ls * x <= f(x) <= us * x + ub``, for lower bounds: a
         positive coefficient takes the lower line, a negative one the upper. Returns the coefficients on
         ``x`` and the constant ``(G, S)``. ``lower_slope`` may be per row (alpha-CROWN)."""
+        if self.image is None and upper_slope.shape[1:] == self.A.shape[2:]:
+            moved, bias = relaxed_rows(self.A, lower_slope, upper_slope, upper_bias)
+            return Dense(moved), bias
         positive = self.A.clamp(min=0)
         negative = self.A - positive
         moved = positive * self.gathered(lower_slope) + negative * self.gathered(upper_slope)

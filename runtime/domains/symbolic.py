@@ -62,11 +62,19 @@ class Analysis:
     """What the nodes of one analysis share: the input box, the settings, and the ids of new nodes."""
 
     def __init__(
-        self, lower: Tensor, upper: Tensor, crown: bool, budget_bytes: int, crown_weight: float, tighten: bool
+        self,
+        lower: Tensor,
+        upper: Tensor,
+        crown: bool,
+        budget_bytes: int,
+        crown_weight: float,
+        tighten: bool,
+        fused: bool = False,
     ) -> None:
         self.center, self.radius = (upper + lower) / 2, (upper - lower) / 2
         self.crown = crown
         self.tighten = tighten
+        self.fused = fused
         self.crown_weight = crown_weight
         self.budget_bytes = budget_bytes
         self.widest = lower[0].numel()  # neurons of the widest node so far (sizes the chunks)
@@ -109,18 +117,20 @@ class Symbolic(Element):
         budget_bytes: int = BUDGET_BYTES,
         crown_weight: float = 1.0,
         tighten: bool = True,
+        fused: bool = False,
     ) -> Symbolic:
         """The input box ``[lower, upper]``. ``companions`` run beside it (Box always); ``crown``: the
         ReLUs' inputs are bounded by back-substitution too (full CROWN), and with ``tighten`` those bounds
         are intersected with the companions' (without: CROWN's alone where it ran, as auto_LiRPA's
-        'backward' method computes them). ``crown_weight``: see `margin_upper`."""
+        'backward' method computes them). ``crown_weight``: see `margin_upper`; ``fused``: the training loss
+        is `fused_loss`."""
         unknown = set(companions) - set(COMPANIONS)
         if unknown:
             raise ValueError(f"Symbolic: unknown companion domains {sorted(unknown)}; known: {COMPANIONS}")
         values: list[Element] = [Box.from_bounds(lower, upper)]
         if "hbox" in companions:
             values.append(HybridZonotope.exact_from_bounds(lower, upper))
-        analysis = Analysis(lower, upper, crown, budget_bytes, crown_weight, tighten)
+        analysis = Analysis(lower, upper, crown, budget_bytes, crown_weight, tighten, fused)
         return cls(analysis, "input", (), tuple(values))
 
     # ----------------------------------------------------------------------------------------------
@@ -183,44 +193,67 @@ class Symbolic(Element):
     def refine(self) -> None:
         """With ``crown``: bounds of this node's neurons by back-substitution, intersected with the
         companions'. Only the neurons each image's companions leave unstable (lower < 0 < upper) are
-        back-substituted, each as two rows (its lower and upper bound); a map's rows are windows
-        (`Patches`). The Box companion is narrowed to the result, so later interval bounds start from it."""
+        back-substituted, each as two rows (its lower and upper bound), a chunk of every image's at a time
+        within the memory budget. The Box companion is narrowed to the result, so later interval bounds
+        start from it."""
         if not self.analysis.crown or self._refined or self.kind == "input":
             return
         self._refined = True
         lower, upper = self.bounds()
-        unstable = ((lower < 0) & (upper > 0)).flatten(1).nonzero()  # (U, 2): image, neuron
-        if unstable.shape[0] == 0:
+        unstable = ((lower < 0) & (upper > 0)).flatten(1)  # (B, N)
+        counts = unstable.sum(1)
+        most = int(counts.max())
+        if most == 0:
             return
+        # Each image's unstable neurons first, in order; `valid` marks the ones it has.
+        order = torch.sort((~unstable).to(torch.uint8), dim=1, stable=True).indices[:, :most]
+        valid = torch.arange(most, device=order.device)[None, :] < counts[:, None]
+        images = torch.arange(self.batch, device=order.device)[:, None].expand_as(order)
         low, up = lower.flatten(1).clone(), upper.flatten(1).clone()
-        per_row = self.analysis.widest * lower.element_size()
-        step = max(1, self.analysis.budget_bytes // (2 * per_row))
-        for start in range(0, unstable.shape[0], step):
-            image, neuron = unstable[start : start + step].T
-            k = image.shape[0]
-            found = backsubstitute(self, self._rows(image.repeat(2), neuron.repeat(2), k)).squeeze(1)
+        per_index = 2 * self.batch * self.analysis.widest * lower.element_size()  # rows of one index
+        step = max(1, self.analysis.budget_bytes // per_index)
+        for start in range(0, most, step):
+            keep = valid[:, start : start + step]
+            image, neuron = images[:, start : start + step][keep], order[:, start : start + step][keep]
+            found_low, found_up = self._crown_bounds(order[:, start : start + step], keep)
             if self.analysis.tighten:
-                low[image, neuron] = torch.maximum(low[image, neuron], found[:k])
-                up[image, neuron] = torch.minimum(up[image, neuron], -found[k:])
-            else:
-                low[image, neuron], up[image, neuron] = found[:k], -found[k:]
+                found_low = torch.maximum(low[image, neuron], found_low)
+                found_up = torch.minimum(up[image, neuron], found_up)
+            low[image, neuron], up[image, neuron] = found_low, found_up
         lower, upper = low.reshape(lower.shape), up.reshape(upper.shape)
         upper = torch.maximum(upper, lower)  # both are sound: rounding alone could cross them
         self._bounds = lower, upper
         if self.analysis.tighten:
             self.companions = (Box.from_bounds(lower, upper), *self.companions[1:])
 
-    def _rows(self, image: Tensor, neuron: Tensor, k: int) -> Coeffs:
-        """Rows ``+x[neuron]`` for the first ``k`` entries and ``-x[neuron]`` for the others, each over its
-        image's neurons of this node: windows on a map, dense rows otherwise."""
+    def _crown_bounds(self, neuron: Tensor, keep: Tensor) -> tuple[Tensor, Tensor]:
+        """Lower and upper bounds of the neurons ``neuron[b, j]`` (``(B, c)``) where ``keep``, in the order
+        of ``neuron[keep]``, by back-substituting the rows ``+x`` and ``-x`` of each: as windows on a map,
+        as dense rows on a flat node."""
+        if len(self.shape) == 4:
+            return self._window_bounds(neuron, keep)
+        return self._dense_bounds(neuron, keep)
+
+    def _window_bounds(self, neuron: Tensor, keep: Tensor) -> tuple[Tensor, Tensor]:
+        """One window (`Patches`) per kept neuron: an image's windows differ from its batch mates'."""
+        image = torch.arange(neuron.shape[0], device=neuron.device)[:, None].expand_as(neuron)[keep]
+        k = image.shape[0]
         sign = self.analysis.center.new_ones(2 * k)
         sign[k:] = -1
-        features = self.shape[1:]
-        if len(features) == 3:
-            return Patches.neurons(image, neuron, sign, features)
-        A = sign.new_zeros((2 * k, features.numel()))
-        A[torch.arange(2 * k, device=A.device), neuron] = sign
-        return Dense(A.reshape(2 * k, 1, *features), image)
+        rows = Patches.neurons(image.repeat(2), neuron[keep].repeat(2), sign, self.shape[1:])
+        found = backsubstitute(self, rows).squeeze(1)
+        return found[:k], -found[k:]
+
+    def _dense_bounds(self, neuron: Tensor, keep: Tensor) -> tuple[Tensor, Tensor]:
+        """Dense rows lined up per image, ``(B, 2c, *F)``: each image's bounds and slopes broadcast over its
+        rows without copies; the rows an image does not keep are zero."""
+        b, c = neuron.shape
+        mark = keep.to(self.analysis.center.dtype).unsqueeze(2)
+        A = mark.new_zeros((b, 2 * c, self.shape[1:].numel()))
+        A[:, :c].scatter_(2, neuron.unsqueeze(2), mark)
+        A[:, c:].scatter_(2, neuron.unsqueeze(2), -mark)
+        found = backsubstitute(self, Dense(A.reshape(b, 2 * c, *self.shape[1:])))
+        return found[:, :c][keep], -found[:, c:][keep]
 
     def concretize(self, coeffs: Coeffs) -> Tensor:
         """``(B, S)``: the least value of the rows over this node's companions (the best of them), or its
@@ -258,6 +291,43 @@ class Symbolic(Element):
         else:
             lower = w * self.margin_lower(target) + (1 - w) * self.margin_lower(target, until_nonlinear=True)
         return spread_margins(lower, others, self.shape[1])
+
+    def worst_case_loss(self, target: Tensor) -> Tensor:
+        return self.fused_loss(target) if self.analysis.fused else super().worst_case_loss(target)
+
+    def fused_loss(self, target: Tensor) -> Tensor:
+        """``log U`` per example, ``U`` an upper bound of ``sum_j exp(y_j - y_t)`` over the input box: the
+        cross-entropy of every point in it is at most this (auto_LiRPA's "loss fusion").
+
+        With ``z_j = y_j - y_t`` in ``[l_j, u_j]`` (interval bounds of the margins, folded into the last
+        layers), ``exp`` lies below its chord over that interval, so ``sum_j exp(z_j)`` is at most one linear
+        function of the logits, ``sum_j a_j (y_j - y_t) + b``, bounded above by one back-substitution (one
+        row, where the margins take one per class). ``U = w U_CROWN + (1 - w) U_IBP`` with ``U_IBP =
+        sum_j exp(u_j)``, ``w`` the analysis' ``crown_weight``; the exponentials are shifted by the largest
+        ``u_j`` (and by at least 0, for ``z_t = 0``), which the loss adds back.
+        """
+        classes, dtype = self.shape[1], self.analysis.center.dtype
+        rows, _ = margin_others(target, classes, dtype)  # e_t - e_j
+        folded = backsubstitute(self, Dense(torch.cat([rows, -rows], 1)), until_nonlinear=True)
+        margin_low, margin_up = folded[:, : classes - 1], -folded[:, classes - 1 :]
+        low, up = -margin_up, -margin_low  # bounds of z_j = y_j - y_t, j != t
+        shift = up.amax(1, keepdim=True).clamp(min=0).detach()
+        target_term = torch.exp(-shift).squeeze(1)  # exp(z_t - shift), z_t = 0
+        ibp = torch.exp(up - shift).sum(1) + target_term
+        w = self.analysis.crown_weight
+        if w == 0:
+            return shift.squeeze(1) + torch.log(ibp)
+        e_low, e_up = torch.exp(low - shift), torch.exp(up - shift)
+        width = up - low
+        tiny = width <= torch.finfo(dtype).eps * (1 + up.abs())
+        slope = torch.where(tiny, e_up, (e_up - e_low) / torch.where(tiny, 1, width))
+        constant = e_low - slope * (low - shift)  # the chord in v = z - shift: slope v + constant
+        # sum_j slope_j (y_j - y_t) is at most minus the lower bound of sum_j slope_j (y_t - y_j).
+        row = (slope.unsqueeze(2) * rows).sum(1, keepdim=True)
+        linear = -backsubstitute(self, Dense(row)).squeeze(1)
+        crown = linear + (constant - slope * shift).sum(1) + target_term
+        mixed = w * crown + (1 - w) * ibp if w != 1 else crown
+        return shift.squeeze(1) + torch.log(mixed.clamp(min=torch.finfo(dtype).tiny))
 
 
 def backsubstitute(

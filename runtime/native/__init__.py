@@ -1,11 +1,15 @@
-"""Fused CPU kernels for the elementwise hot spots of Box training (see `build` for how they are made).
+"""Fused CPU kernels for the elementwise hot spots of Box training and of back-substitution (see `build`
+for how they are made).
 
 A Box step is bound by memory traffic between its convolutions: the interval ReLU composed of ATen ops
 reads and writes its tensors three times forward and seven times backward, where one pass each suffices,
 and the Box linear layer's weight gradient makes a sign matrix as large as the weight to add one product.
+Back-substitution (CROWN) likewise spends most of its time between its convolutions moving rows through
+ReLU relaxations (seven passes over the rows) and bounding them over a box (four).
 These functions run one pass on CPU tensors whose layout they can walk, and return None (or False) for
-anything else (another device or dtype, mixed layouts, no compiler), where the caller keeps its ATen path.
-Both paths give bitwise-equal results on finite values (tests/runtime/test_native.py).
+anything else (another device or dtype, mixed layouts, a gradient to keep, no compiler), where the caller
+keeps its ATen path. The Box kernels give bitwise-equal results on finite values, the back-substitution
+ones the same up to the order of a sum (tests/runtime/test_native.py).
 """
 
 from __future__ import annotations
@@ -20,17 +24,28 @@ from .build import Loaded, load
 _SUFFIX = {torch.float32: "f32", torch.float64: "f64"}
 _POINTER, _COUNT, _THREADS = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
 _ARGUMENTS = {
-    "box_relu_forward": [_POINTER] * 4 + [_COUNT, _THREADS],
-    "box_relu_backward": [_POINTER] * 6 + [_COUNT, _THREADS],
-    "add_signed_product": [_POINTER, _COUNT] * 3 + [_COUNT, _COUNT, _THREADS],
+    "box_kernels": {
+        "box_relu_forward": [_POINTER] * 4 + [_COUNT, _THREADS],
+        "box_relu_backward": [_POINTER] * 6 + [_COUNT, _THREADS],
+        "add_signed_product": [_POINTER, _COUNT] * 3 + [_COUNT, _COUNT, _THREADS],
+    },
+    "linear_kernels": {
+        "relaxed": [_POINTER, _POINTER, _COUNT, _COUNT, _POINTER, _POINTER, _COUNT, _POINTER, _POINTER]
+        + [_COUNT] * 3
+        + [_THREADS],
+        "bound": [_POINTER] * 3 + [_COUNT, _POINTER] + [_COUNT] * 3 + [_THREADS],
+        "relaxed_backward": [_POINTER, _POINTER, _COUNT] + [_POINTER] * 8 + [_COUNT] * 3 + [_THREADS],
+        "bound_backward": [_POINTER] * 3 + [_COUNT] + [_POINTER] * 2 + [_COUNT] * 3 + [_THREADS],
+    },
 }
-"""Each kernel's C arguments (box_kernels.c defines every one for each suffix of `_SUFFIX`)."""
+"""Each source's kernels and their C arguments (the source defines every one for each suffix of
+`_SUFFIX`)."""
 
 
-def _library() -> Loaded:
-    loaded = load("box_kernels")
+def _library(source: str = "box_kernels") -> Loaded:
+    loaded = load(source)
     if loaded.library is not None and not hasattr(loaded.library, "_daic_typed"):
-        for name, arguments in _ARGUMENTS.items():
+        for name, arguments in _ARGUMENTS[source].items():
             for suffix in _SUFFIX.values():
                 getattr(loaded.library, f"{name}_{suffix}").argtypes = arguments
         loaded.library._daic_typed = True
@@ -43,12 +58,12 @@ def status() -> str:
     return ("loaded " if loaded.library is not None else "unavailable: ") + loaded.detail
 
 
-def _function(name: str, like: Tensor):
-    """The kernel `name` for tensors of `like`'s dtype and device, or None."""
+def _function(name: str, like: Tensor, source: str = "box_kernels"):
+    """The kernel `name` of `source` for tensors of `like`'s dtype and device, or None."""
     suffix = _SUFFIX.get(like.dtype)
     if suffix is None or like.device.type != "cpu":
         return None
-    library = _library().library
+    library = _library(source).library
     return None if library is None else getattr(library, f"{name}_{suffix}")
 
 
@@ -122,3 +137,131 @@ def add_signed_product_(grad: Tensor, weight: Tensor, product: Tensor) -> bool:
         arguments += [ctypes.c_void_p(t.data_ptr()), t.stride(0)]
     kernel(*arguments, grad.shape[0], grad.shape[1], torch.get_num_threads())
     return True
+
+
+def has(name: str, like: Tensor) -> bool:
+    """Whether the back-substitution kernel `name` runs for tensors like `like`."""
+    return _function(name, like, "linear_kernels") is not None
+
+
+def _feature_order(t: Tensor, lead: int) -> tuple[int, ...] | None:
+    """The strides of `t`'s feature dimensions (those after the first `lead`) when they are dense in the
+    standard or the channels-last order and each leading index steps over whole feature blocks; else
+    None. Rows and maps with the same order hold their neurons in the same order."""
+    features = t.shape[lead:]
+    dense = [1] * len(features)
+    for d in range(len(features) - 2, -1, -1):
+        dense[d] = dense[d + 1] * features[d + 1]
+    orders = [tuple(dense)]
+    if len(features) == 3:
+        orders.append((1, features[2] * features[0], features[0]))
+    strides = t.stride()[lead:]
+    if strides not in orders and features.numel() > 1:
+        return None
+    step = features.numel()
+    for d in range(lead - 1, -1, -1):
+        if t.shape[d] != 1 and t.stride(d) != step:
+            return None
+        step *= t.shape[d]
+    return orders[0] if features.numel() == 1 else strides
+
+
+def _rows_and_maps(A: Tensor, *maps: Tensor) -> tuple[int, int, int, list[int]] | None:
+    """``(G, S, N, group strides)`` when ``A`` (``(G, S, *F)``) and the neuron maps (each ``(G or 1,
+    *F)``) can be walked by the kernels: one dtype, on the CPU, dense with their neurons in one order
+    (standard or channels-last); else None. A map's group stride is 0 when it is shared."""
+    if A.dim() < 3 or A.numel() == 0:
+        return None
+    order = _feature_order(A, 2)
+    if order is None:
+        return None
+    groups, rows, n = A.shape[0], A.shape[1], A[0, 0].numel()
+    strides = []
+    for m in maps:
+        if m.dtype != A.dtype or m.device != A.device or m.shape[1:] != A.shape[2:]:
+            return None
+        if m.shape[0] not in (1, groups) or _feature_order(m, 1) != order:
+            return None
+        strides.append(n if m.shape[0] == groups and groups > 1 else 0)
+    return groups, rows, n, strides
+
+
+def _pointer(t: Tensor) -> ctypes.c_void_p:
+    return ctypes.c_void_p(t.data_ptr())
+
+
+def _needs_grad(*tensors: Tensor) -> bool:
+    return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+
+
+def relaxed(
+    A: Tensor, lower_slope: Tensor, upper_slope: Tensor, upper_bias: Tensor
+) -> tuple[Tensor, Tensor] | None:
+    """Rows ``A`` (``(G, S, *F)``) through the relaxation ``ls x <= f(x) <= us x + ub`` for lower bounds:
+    ``(A+ ls + A- us, sum A- ub)``; ``lower_slope`` may be per row (``(G, S, *F)``, then laid out like
+    ``A``). None where the kernel does not apply (see `_rows_and_maps`), or with a gradient to keep."""
+    per_row = lower_slope.dim() == A.dim()
+    kernel = _function("relaxed", A, "linear_kernels")
+    if kernel is None or _needs_grad(A, lower_slope, upper_slope, upper_bias):
+        return None
+    layout = _rows_and_maps(A, upper_slope, upper_bias, *(() if per_row else (lower_slope,)))
+    if layout is None or (per_row and (lower_slope.shape, lower_slope.stride()) != (A.shape, A.stride())):
+        return None
+    groups, rows, n, strides = layout
+    ls_group, ls_row = (rows * n, n) if per_row else (strides[2], 0)
+    out = torch.empty_like(A)  # empty_like keeps A's strides: its neurons in the same order
+    bias = A.new_empty((groups, rows))
+    kernel(
+        _pointer(A), _pointer(lower_slope), ls_group, ls_row, _pointer(upper_slope), _pointer(upper_bias),
+        strides[0], _pointer(out), _pointer(bias), groups, rows, n, torch.get_num_threads(),
+    )  # fmt: skip
+    return out, bias
+
+
+def relaxed_backward(
+    A: Tensor, ls: Tensor, us: Tensor, ub: Tensor, grad_out: Tensor, grad_bias: Tensor
+) -> tuple[Tensor, Tensor, Tensor, Tensor] | None:
+    """The gradients of `relaxed` in ``A`` and the three maps. The maps must be per group (each group's
+    map gradients are summed on one thread) and the gradient laid out like ``A``; None otherwise."""
+    kernel = _function("relaxed_backward", A, "linear_kernels")
+    if kernel is None or not grad_bias.is_contiguous() or grad_out.stride() != A.stride():
+        return None
+    per_row = ls.shape == A.shape
+    layout = _rows_and_maps(A, us, ub, *(() if per_row else (ls,)))
+    if layout is None or (0 in layout[3] and A.shape[0] > 1) or (per_row and ls.stride() != A.stride()):
+        return None
+    groups, rows, n, _ = layout
+    grads = torch.empty_like(A), torch.empty_like(ls), torch.empty_like(us), torch.empty_like(ub)
+    kernel(
+        _pointer(A), _pointer(ls), n if per_row else 0, _pointer(us), _pointer(ub), _pointer(grad_out),
+        _pointer(grad_bias), *(_pointer(g) for g in grads), groups, rows, n, torch.get_num_threads(),
+    )  # fmt: skip
+    return grads
+
+
+def bound(A: Tensor, center: Tensor, radius: Tensor) -> Tensor | None:
+    """``(G, S)``: ``sum A c - |A| r`` for rows ``A`` (``(G, S, *F)``) over the box ``c +- r``; or None."""
+    kernel = _function("bound", A, "linear_kernels")
+    if kernel is None or _needs_grad(A, center, radius):
+        return None
+    layout = _rows_and_maps(A, center, radius)
+    if layout is None or layout[3][0] != layout[3][1]:
+        return None
+    groups, rows, n, strides = layout
+    out = A.new_empty((groups, rows))
+    maps = (_pointer(A), _pointer(center), _pointer(radius), strides[0], _pointer(out))
+    kernel(*maps, groups, rows, n, torch.get_num_threads())
+    return out
+
+
+def bound_backward(A: Tensor, center: Tensor, radius: Tensor, grad: Tensor) -> Tensor | None:
+    """The gradient of `bound` in ``A``: ``grad (c - sign(A) r)``; None where the kernel does not apply."""
+    kernel = _function("bound_backward", A, "linear_kernels")
+    layout = _rows_and_maps(A, center, radius)
+    if kernel is None or layout is None or layout[3][0] != layout[3][1] or not grad.is_contiguous():
+        return None
+    groups, rows, n, strides = layout
+    out = torch.empty_like(A)
+    maps = (_pointer(A), _pointer(center), _pointer(radius), strides[0], _pointer(grad), _pointer(out))
+    kernel(*maps, groups, rows, n, torch.get_num_threads())
+    return out

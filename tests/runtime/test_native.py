@@ -189,3 +189,86 @@ def test_signed_product_refuses_what_it_cannot_walk():
     assert not native.add_signed_product_(grad, weight, product)
     assert torch.equal(grad, torch.zeros(3, 4))
     assert not native.add_signed_product_(torch.zeros(3, 4), torch.randn(3, 4).double(), torch.randn(3, 4))
+
+
+# --------------------------------------------------------------------------------------------------
+# back-substitution kernels
+
+
+def aten_relaxation(A, ls, us, ub):
+    """The composed ops of `Dense.relaxed` and `Dense.bound` (what the kernels replace)."""
+    ls = ls if ls.dim() == A.dim() else ls.unsqueeze(1)
+    positive, negative = A.clamp(min=0), A.clamp(max=0)
+    return positive * ls + negative * us.unsqueeze(1), (negative * ub.unsqueeze(1)).flatten(2).sum(2)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("groups", [1, 3])
+@pytest.mark.parametrize("per_row", [False, True])
+@pytest.mark.parametrize("features", [(7,), (4, 6, 6), (16, 32, 32)])  # the last runs on several threads
+def test_fused_relaxation_and_bound_agree_with_aten(dtype, groups, per_row, features):
+    from daic.runtime.domains.coeffs import Dense
+
+    g = torch.Generator().manual_seed(groups)
+    A = torch.randn((groups, 5, *features), generator=g, dtype=dtype)
+    A.view(-1)[::7] = 0
+    ls = torch.rand((groups, 5, *features) if per_row else (groups, *features), generator=g, dtype=dtype)
+    us, ub = (torch.rand((groups, *features), generator=g, dtype=dtype) for _ in range(2))
+    fused = native.relaxed(A, ls, us, ub)
+    assert fused is not None
+    expected = aten_relaxation(A, ls, us, ub)
+    assert torch.equal(fused[0], expected[0])  # elementwise: the same operations
+    torch.testing.assert_close(fused[1], expected[1])  # a sum in another order
+    center, radius = torch.randn((groups, *features), generator=g, dtype=dtype), us
+    bounded = native.bound(A, center, radius)
+    expected_bound = (A * center.unsqueeze(1)).flatten(2).sum(2) - (A.abs() * radius.unsqueeze(1)).flatten(
+        2
+    ).sum(2)
+    torch.testing.assert_close(bounded, expected_bound)
+    # Through the coefficients' own methods: the same numbers with the kernels as without.
+    rows = Dense(A)
+    moved, bias = rows.relaxed(ls, us, ub)
+    assert torch.equal(moved.A, expected[0])
+    torch.testing.assert_close(bias, expected[1])
+
+
+def test_back_substitution_kernels_step_aside_for_gradients_and_odd_layouts():
+    A = torch.randn(2, 3, 4, requires_grad=True)
+    maps = [torch.rand(2, 4) for _ in range(3)]
+    assert native.relaxed(A, *maps) is None  # a gradient to keep: the autograd ops run
+    with torch.no_grad():
+        assert native.relaxed(A, *maps) is not None
+        assert native.relaxed(A.transpose(0, 1), *maps) is None  # rows not contiguous
+        assert native.bound(A, maps[0], maps[1][:1].expand(2, 4)) is None  # centre and radius unlike
+        assert native.relaxed(A.half(), *(m.half() for m in maps)) is None
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("per_row", [False, True])
+def test_fused_rows_give_the_gradients_of_the_composed_ops(dtype, per_row):
+    """Forward and backward of `relaxed_rows` and `bound_rows` (the native autograd functions) against the
+    composed ATen ops, for every input, under one upstream gradient."""
+    from daic.runtime.domains import fused_rows
+
+    g = torch.Generator().manual_seed(1)
+    A = torch.randn((4, 3, 5, 6), generator=g, dtype=dtype)
+    ls = torch.rand((4, 3, 5, 6) if per_row else (4, 5, 6), generator=g, dtype=dtype)
+    us, ub, center, radius = (torch.rand((4, 5, 6), generator=g, dtype=dtype) for _ in range(4))
+    up_out, up_bias, up_bound = (
+        torch.randn(s, generator=g, dtype=dtype) for s in ((4, 3, 5, 6), (4, 3), (4, 3))
+    )
+
+    def grads(relaxed, bound):
+        inputs = [t.clone().requires_grad_() for t in (A, ls, us, ub)]
+        out, bias = relaxed(*inputs)
+        value = bound(out, center, radius)
+        torch.autograd.backward((out, bias, value), (up_out, up_bias, up_bound))
+        return [out.detach(), bias.detach(), value.detach(), *(t.grad for t in inputs)]
+
+    def aten_bound(rows, c, r):
+        return (rows * c.unsqueeze(1)).flatten(2).sum(2) - (rows.abs() * r.unsqueeze(1)).flatten(2).sum(2)
+
+    fused = grads(fused_rows.relaxed_rows, fused_rows.bound_rows)
+    composed = grads(fused_rows._relaxed_aten, aten_bound)
+    for a, b in zip(fused, composed, strict=True):
+        torch.testing.assert_close(a, b)

@@ -197,14 +197,7 @@ def test_windows_and_dense_rows_give_the_same_intermediate_bounds(monkeypatch):
 
     with_windows = bounds_of_relu_inputs()
 
-    def dense_rows(self, image, neuron, k):
-        sign = torch.ones(2 * k, dtype=torch.float64)
-        sign[k:] = -1
-        A = sign.new_zeros((2 * k, self.shape[1:].numel()))
-        A[torch.arange(2 * k), neuron] = sign
-        return Dense(A.reshape(2 * k, 1, *self.shape[1:]), image)
-
-    monkeypatch.setattr(Symbolic, "_rows", dense_rows)
+    monkeypatch.setattr(Symbolic, "_window_bounds", Symbolic._dense_bounds)
     with_dense = bounds_of_relu_inputs()
     assert len(with_windows) == 4
     for a, b in zip(with_windows, with_dense, strict=True):
