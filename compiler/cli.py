@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
@@ -237,7 +238,13 @@ def run(
 
     _use_threads(threads)
     if nproc_per_node and nproc_per_node > 1:
-        _launch_workers(ctx, nproc_per_node, scheme_file, scheme_name, net, device)
+        _launch_workers(
+            ctx,
+            nproc_per_node,
+            "run",
+            lambda: _check_run(scheme_file, scheme_name, net, nproc_per_node),
+            device,
+        )
     group = _join_group(device)
     try:
         try:
@@ -324,27 +331,26 @@ def _join_group(device: str) -> Group:
 
 
 def _launch_workers(
-    ctx: click.Context, nproc: int, scheme_file: str, scheme_name: str | None, net: str | None, device: str
+    ctx: click.Context, nproc: int, command: str, check: Callable[[], None], device: str
 ) -> NoReturn:
-    """`daic run --nproc-per-node N ...`: check what can be checked once, then start N copies of this
-    command (less the option) under torchrun's agent on this machine, and exit with their status."""
+    """`daic run/verify --nproc-per-node N ...`: check what can be checked once (`check`), then start N
+    copies of this command (less the option) under torchrun's agent on this machine, and exit with their
+    status."""
     import torch
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import get_args_parser
     from torch.distributed.run import run as torchrun
 
-    from daic.runtime.distributed import DistributedError, launched_world, local_batch, process_device
+    from daic.runtime.distributed import DistributedError, launched_world, process_device
 
-    from .lower import lower_value
-    from .run import RunError, plan_run
+    from .run import RunError
 
     if launched_world() > 1:
         _fail_usage("--nproc-per-node: this process was already started by torchrun")
     try:
         # Source errors are reported here, once, rather than by every worker.
-        plan = plan_run(scheme_file, scheme_name, net)
-        local_batch(lower_value(plan.scheme.built).batch, nproc)
+        check()
         process_device(device, nproc - 1, torch.cuda.device_count() if torch.cuda.is_available() else 0)
     except (UsageError, DistributedError) as exc:
         _fail_usage(str(exc))
@@ -353,7 +359,7 @@ def _launch_workers(
     # torchrun would give every CPU process one thread; share the cores out instead.
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))
     args = get_args_parser().parse_args(
-        ["--standalone", f"--nproc-per-node={nproc}", "--module", "daic", "run", *_worker_arguments(ctx)]
+        ["--standalone", f"--nproc-per-node={nproc}", "--module", "daic", command, *_worker_arguments(ctx)]
     )
     try:
         torchrun(args)
@@ -365,17 +371,33 @@ def _launch_workers(
     sys.exit(0)
 
 
+def _check_run(scheme_file: str, scheme_name: str | None, net: str | None, nproc: int) -> None:
+    from daic.runtime.distributed import local_batch
+
+    from .lower import lower_value
+    from .run import plan_run
+
+    local_batch(lower_value(plan_run(scheme_file, scheme_name, net).scheme.built).batch, nproc)
+
+
 def _worker_arguments(ctx: click.Context) -> list[str]:
-    """This `daic run` command line, rebuilt from its parsed parameters, without --nproc-per-node."""
+    """This `daic run` (or `verify`) command line, rebuilt from its parsed parameters, without
+    --nproc-per-node."""
     arguments: list[str] = []
     for param in ctx.command.params:
         value = ctx.params.get(param.name)
-        if param.name == "nproc_per_node" or value is None or value is False:
+        if param.name == "nproc_per_node" or value is None:
             continue
         if isinstance(param, click.Argument):
             arguments.append(str(value))
         elif isinstance(param, click.Option) and param.is_flag:
-            arguments.append(param.opts[0])
+            if value:
+                arguments.append(param.opts[0])
+            elif param.secondary_opts:  # --attack/--no-attack
+                arguments.append(param.secondary_opts[0])
+        elif isinstance(param, click.Option) and param.multiple:
+            for item in value:
+                arguments += [param.opts[0], str(item)]
         else:
             arguments += [param.opts[0], str(value)]
     return arguments
@@ -400,72 +422,77 @@ def _exit_status(failed: ChildFailedError) -> int:
     "--domain",
     "domains",
     multiple=True,
-    default=("Box", "HBox"),
+    default=("Box", "HBox", "CROWN"),
     show_default=True,
-    help="A verification domain, as in a scheme's Verify(...): Box, HBox, CROWN, AlphaCROWN(steps=50), "
-    "... (`daic doc CROWN`); repeat for several.",
+    help="The cascade, in order: each image goes to the next domain while the earlier ones leave it "
+    "undecided. A domain as in a scheme's Verify(...): Box, HBox, CROWN, AlphaCROWN(steps=50), "
+    "BranchAndBound(timeout=60), ... (`daic doc BranchAndBound`).",
 )
-@click.option("--attack/--no-attack", default=True, show_default=True, help="Also measure MI-FGSM accuracy.")
+@click.option(
+    "--attack/--no-attack", default=True, show_default=True, help="PGD first, to falsify images cheaply."
+)
 @click.option("--dataset", help="The data set (default: the one the checkpoint was trained on).")
 @click.option("--data", "data_root", type=click.Path(file_okay=False), help="Folder of the data set's files.")
 @click.option("--download", is_flag=True, help="Fetch the data set into --data if it is not there.")
 @click.option("--limit", type=click.IntRange(min=1), help="Only the first N test images.")
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False),
+    help="The record, one JSON line per image (default: beside the checkpoint, NAME.verify.jsonl).",
+)
+@click.option("--resume", is_flag=True, help="Continue the record in --out with the images it lacks.")
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="text: a table; json: the summary as one JSON object.",
+)
+@click.option(
+    "--nproc-per-node",
+    type=click.IntRange(min=1),
+    help="Certify with N processes on this machine (torchrun; one GPU each with --device cuda), each a "
+    "share of the images.",
+)
 @click.option("--device", default="auto", show_default=True, help="cpu, cuda, cuda:N, or auto.")
 @THREADS
-def verify(
-    net: str,
-    weights: str,
-    eps: float | None,
-    domains: tuple[str, ...],
-    attack: bool,
-    dataset: str | None,
-    data_root: str | None,
-    download: bool,
-    limit: int | None,
-    device: str,
-    threads: int | None,
-) -> None:
-    """Certify a trained network on its test set and print the table."""
-    from rich.console import Console
-    from rich.table import Table
-
+@click.pass_context
+def verify(ctx: click.Context, **options) -> None:
+    """Certify a trained network's test set image by image and keep a record of each."""
     from daic.runtime.data import DataError
-    from daic.runtime.evaluate import MIFGSM, Accuracy, Verify, evaluate
 
-    from .expressions import ExpressionError, check_expression
-    from .lower import lower_value
     from .run import RunError
-    from .types import DOMAIN
-    from .weights import load_trained
+    from .verify_command import Settings, VerifyDisplay, default_record, print_summary
+    from .verify_command import verify as certify_test_set
 
-    _use_threads(threads)
+    _use_threads(options["threads"])
+    nproc = options["nproc_per_node"]
+    if nproc and nproc > 1:
+        _launch_workers(ctx, nproc, "verify", lambda: None, options["device"])
+    group = _join_group(options["device"])
+    out = Path(options["out"] or default_record(options["weights"]))
+    names = ("net", "weights", "eps", "domains", "attack", "dataset", "data_root", "download", "limit")
+    settings = Settings(*(options[name] for name in names), out=out, resume=options["resume"])
+    display = VerifyDisplay(enabled=group.is_main)
     try:
-        chosen = [lower_value(check_expression(d, DOMAIN)) for d in dict.fromkeys(domains)]
-    except ExpressionError as exc:
-        _fail_usage(f"--domain: {exc}")
-
-    try:
-        model, state, data_decl, _network = load_trained(net, weights, dataset)
-        epsilon = eps if eps is not None else state.get("epsilon")
-        if epsilon is None:
-            raise RunError("the checkpoint does not say its epsilon: pass --eps", exit_code=2)
-        from .lower import load_target
-
-        data = load_target(data_decl.target)().load(data_root, download)
+        summary = certify_test_set(settings, group, display.update)
+    except KeyboardInterrupt:
+        display.close()
+        click.echo(f"daic: interrupted; what was certified is in {out}: continue with --resume", err=True)
+        _leave(group, 130)
     except RunError as exc:
-        _report_run_error(exc)
+        display.close()
+        if group.is_main:
+            _report(exc)
+        _leave(group, exc.exit_code)
     except DataError as exc:
-        _fail(str(exc))
-    tests = [Accuracy()] + ([MIFGSM()] if attack else [])
-    tests += [Verify(domain) for domain in chosen]
-    x, y = (data.test_x[:limit], data.test_y[:limit]) if limit else (data.test_x, data.test_y)
-    model.to(_device(device))
-    results = evaluate(model, tests, x, y, epsilon, data.value_range, relu=state.get("relu", "hybrid"))
-    table = Table(title=f"{net} on {len(y):,} {data_decl.name} test images, eps = {epsilon:.6g}")
-    for column in results:
-        table.add_column(column + " %", justify="right")
-    table.add_row(*[f"{v:.2f}" for v in results.values()])
-    Console().print(table)
+        display.close()
+        _fail(str(exc), 2)
+    display.close()
+    if group.is_main:
+        print_summary(summary, options["net"], out, options["output_format"])
+    _leave(group, 0)
 
 
 @main.command()

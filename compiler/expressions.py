@@ -36,10 +36,13 @@ def check_expression(text: str, expected: Type) -> object:
 
 
 def _canonical_name(text: str, expected: Type) -> str:
-    if not text.isidentifier():
+    """The text with its leading name (a bare name, or a call's) spelled as the registry declares it."""
+    match = re.match(r"([A-Za-z_]\w*)(.*)", text, re.DOTALL)
+    if match is None:
         return text
-    names = {d.name.lower(): d.name for d in REGISTRY.declarations if d.returns == expected}
-    return names.get(text.lower(), text)
+    declared = [d for d in REGISTRY.declarations if d.returns == expected]
+    names = {n.lower(): n for d in declared for n in (d.name, *d.aliases)}
+    return names.get(match.group(1).lower(), match.group(1)) + match.group(2)
 
 
 def _describe(problems: list[Diagnostic]) -> str:

@@ -9,13 +9,14 @@ memory budget.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 import torch
 from torch import Tensor, nn
 
 from .attacks import mifgsm, pgd
-from .verification import Domain, HBoxDomain, exact_float
+from .certify import Attack, Batch, Outcome, Step, cascade, certify_batch
+from .verification import Domain, HBoxDomain
 
 
 class Test:
@@ -67,18 +68,26 @@ class PGD(Test):
 
 
 class Verify(Test):
+    """Verified robustness by a domain, or by a cascade of them (a list, tried in order per image; an
+    attack first when one of them is complete, so that it spends no search on a falsifiable image)."""
+
     needs_float64 = True
 
-    def __init__(self, domain: Domain | None = None) -> None:
-        self.domain = domain or HBoxDomain()
-        self.column = f"Ver {self.domain.label}"
+    def __init__(self, domain: Domain | Step | Sequence[Domain | Step] | None = None) -> None:
+        chosen = (
+            [HBoxDomain()] if domain is None else list(domain) if isinstance(domain, Sequence) else [domain]
+        )
+        self.steps = cascade(chosen)
+        self.column = "Ver " + " > ".join(step.label for step in self.steps if not isinstance(step, Attack))
+        self.domains = [d for d in chosen if isinstance(d, Domain)]
 
     def passed(self, model, x, y, lower, upper, relu):
-        with torch.no_grad(), exact_float():
-            return self.domain.margins(model, lower, upper, y, relu).amin(1) > 0
+        outcomes = [Outcome(i, int(label)) for i, label in enumerate(y.tolist())]
+        done = certify_batch(model, self.steps, Batch(x, y, lower, upper, outcomes, relu))
+        return torch.tensor([o.status == "verified" for o in done], device=x.device)
 
     def batch_size(self, model, shape, default):
-        return self.domain.batch_size(model, shape, default)
+        return min((d.batch_size(model, shape, default) for d in self.domains), default=default)
 
 
 def evaluate(

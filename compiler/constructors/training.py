@@ -4,7 +4,7 @@ and the verification domains."""
 from __future__ import annotations
 
 from ..registry import Constructor, Param
-from ..types import BOOL, DOMAIN, FLOAT, INT, LR_SCHEDULE, OPTIMIZER, STR, TEST, ListOf
+from ..types import BOOL, DOMAIN, FLOAT, INT, LR_SCHEDULE, OPTIMIZER, STR, TEST, ListOf, OneOf
 
 RT = "daic.runtime.optim:"
 RT_EVAL = "daic.runtime.evaluate:"
@@ -95,9 +95,18 @@ DECLARATIONS = [
         "Verify",
         "test",
         TEST,
-        (Param("domain", DOMAIN, "HBox", "The domain that certifies."),),
+        (
+            Param(
+                "domain",
+                OneOf(DOMAIN, ListOf(DOMAIN)),
+                "HBox",
+                "The domain that certifies, or a list of them tried in order per image, cheapest first "
+                "(Verify([Box, CROWN, BranchAndBound(timeout=30)])).",
+            ),
+        ),
         "Verified robustness: the share of test images whose epsilon-ball the domain proves classified "
-        "correctly.",
+        "correctly. With a list, each image goes to the next domain only while the earlier ones left it "
+        "undecided; an attack runs before a complete one (BranchAndBound).",
         RT_EVAL + "Verify",
     ),
     Constructor(
@@ -143,5 +152,25 @@ DECLARATIONS = [
         "from CROWN's choice (alpha-CROWN, Xu et al. 2021), intermediate bounds fixed. Every slope in "
         "[0, 1] is sound; the best bound seen is kept, so it is never looser than CROWN.",
         RT_VERIFY + "AlphaCROWNDomain",
+    ),
+    Constructor(
+        "BranchAndBound",
+        "domain",
+        DOMAIN,
+        (
+            Param(
+                "timeout", FLOAT, 60.0, "Seconds per image before it is left unknown.", low=0, low_open=True
+            ),
+            Param("batch", INT, 32, "Subdomains bounded together per step of the search.", low=1),
+            Param("steps", INT, 10, "Adam steps on the slopes and split multipliers per bounding.", low=0),
+        ),
+        "Complete verification: branch and bound over ReLU splits (the neuron whose upper relaxation costs "
+        "most first, BaBSR's score), each subdomain bounded by CROWN with its split neurons fixed and every "
+        "later layer's bounds recomputed, then alpha- and beta-CROWN (the split constraints' multipliers, "
+        "Wang et al. 2021) optimised; a subdomain with no unstable neuron is decided by a linear program. "
+        "Every image ends verified, falsified (by a point the network misclassifies) or, past the time "
+        "limit, unknown.",
+        "daic.runtime.complete:BranchAndBound",
+        aliases=("BaB",),
     ),
 ]

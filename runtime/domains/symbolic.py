@@ -48,14 +48,32 @@ into chunks to stay within it)."""
 
 @dataclass
 class Backward:
-    """How one back-substitution relaxes the ReLUs: ``alphas`` maps a ReLU node's id to its lower slopes,
-    one per row of the specification and neuron (``(B, S, *F)``, alpha-CROWN); a node without one takes
-    CROWN's adaptive choice."""
+    """How one back-substitution relaxes the ReLUs, and what it keeps.
+
+    - ``alphas`` maps a ReLU's output node id to its lower slopes, one per row of the specification and
+      neuron (``(B, S, *F)``, alpha-CROWN); a node without one takes CROWN's adaptive choice.
+    - ``betas`` maps a ReLU's output node id to the multipliers (``(B, S, *F)``, >= 0) of its input's split
+      constraints ``sign * x >= 0`` (``signs``, ``(B, *F)`` in {-1, 0, 1}): each row gains
+      ``-beta * sign * x``, which is <= 0 wherever the constraints hold, so the bound stays a bound on the
+      subdomain they define and, with the best multipliers, is its exact minimum over the relaxation
+      (beta-CROWN, Wang et al. 2021).
+    - ``record``: ids of nodes whose rows, once complete, are kept in ``recorded`` (for branching and
+      counterexamples).
+    """
 
     alphas: dict[int, Tensor] = field(default_factory=dict)
+    betas: dict[int, Tensor] = field(default_factory=dict)
+    signs: dict[int, Tensor] = field(default_factory=dict)
+    record: set[int] = field(default_factory=set)
+    recorded: dict[int, Coeffs] = field(default_factory=dict)
 
     def lower_slope(self, node: Symbolic) -> Tensor | None:
         return self.alphas.get(node.id)
+
+    def split_term(self, node: Symbolic) -> Tensor | None:
+        """``-beta * sign`` for the ReLU at output `node`, per row, or None."""
+        beta = self.betas.get(node.id)
+        return None if beta is None else -beta * self.signs[node.id].unsqueeze(1)
 
 
 class Analysis:
@@ -70,11 +88,14 @@ class Analysis:
         crown_weight: float,
         tighten: bool,
         fused: bool = False,
+        splits: dict[int, Tensor] | None = None,
     ) -> None:
         self.center, self.radius = (upper + lower) / 2, (upper - lower) / 2
         self.crown = crown
         self.tighten = tighten
         self.fused = fused
+        self.splits = splits or {}
+        self.infeasible = torch.zeros(lower.shape[0], dtype=torch.bool, device=lower.device)
         self.crown_weight = crown_weight
         self.budget_bytes = budget_bytes
         self.widest = lower[0].numel()  # neurons of the widest node so far (sizes the chunks)
@@ -118,19 +139,23 @@ class Symbolic(Element):
         crown_weight: float = 1.0,
         tighten: bool = True,
         fused: bool = False,
+        splits: dict[int, Tensor] | None = None,
     ) -> Symbolic:
         """The input box ``[lower, upper]``. ``companions`` run beside it (Box always); ``crown``: the
         ReLUs' inputs are bounded by back-substitution too (full CROWN), and with ``tighten`` those bounds
         are intersected with the companions' (without: CROWN's alone where it ran, as auto_LiRPA's
         'backward' method computes them). ``crown_weight``: see `margin_upper`; ``fused``: the training loss
-        is `fused_loss`."""
+        is `fused_loss`. ``splits`` (branch and bound) maps the id of a node that feeds a ReLU to the sign
+        each image's split fixes for its neurons (``(B, *F)``: 1 active, ``x >= 0``; -1 inactive, ``x <= 0``;
+        0 free): their bounds are clamped to it, and an image whose bounds then cross is infeasible
+        (``analysis.infeasible``)."""
         unknown = set(companions) - set(COMPANIONS)
         if unknown:
             raise ValueError(f"Symbolic: unknown companion domains {sorted(unknown)}; known: {COMPANIONS}")
         values: list[Element] = [Box.from_bounds(lower, upper)]
         if "hbox" in companions:
             values.append(HybridZonotope.exact_from_bounds(lower, upper))
-        analysis = Analysis(lower, upper, crown, budget_bytes, crown_weight, tighten, fused)
+        analysis = Analysis(lower, upper, crown, budget_bytes, crown_weight, tighten, fused, splits)
         return cls(analysis, "input", (), tuple(values))
 
     # ----------------------------------------------------------------------------------------------
@@ -196,9 +221,12 @@ class Symbolic(Element):
         back-substituted, each as two rows (its lower and upper bound), a chunk of every image's at a time
         within the memory budget. The Box companion is narrowed to the result, so later interval bounds
         start from it."""
-        if not self.analysis.crown or self._refined or self.kind == "input":
+        if self._refined or self.kind == "input":
             return
         self._refined = True
+        self._apply_split()
+        if not self.analysis.crown:
+            return
         lower, upper = self.bounds()
         unstable = ((lower < 0) & (upper > 0)).flatten(1)  # (B, N)
         counts = unstable.sum(1)
@@ -221,10 +249,29 @@ class Symbolic(Element):
                 found_up = torch.minimum(up[image, neuron], found_up)
             low[image, neuron], up[image, neuron] = found_low, found_up
         lower, upper = low.reshape(lower.shape), up.reshape(upper.shape)
-        upper = torch.maximum(upper, lower)  # both are sound: rounding alone could cross them
+        self._set_bounds(lower, upper)
+
+    def _set_bounds(self, lower: Tensor, upper: Tensor) -> None:
+        """Takes ``(lower, upper)`` as this node's bounds, an image's crossing bounds marking it infeasible
+        (kept as a point, to stay finite), and narrows the Box companion to them (with ``tighten``)."""
+        crossed = lower > upper
+        if bool(crossed.any()):
+            self.analysis.infeasible |= crossed.flatten(1).any(1)
+            upper = torch.where(crossed, lower, upper)
         self._bounds = lower, upper
         if self.analysis.tighten:
             self.companions = (Box.from_bounds(lower, upper), *self.companions[1:])
+
+    def _apply_split(self) -> None:
+        """Clamps the bounds to this node's split signs: ``x >= 0`` where 1, ``x <= 0`` where -1."""
+        sign = self.analysis.splits.get(self.id)
+        if sign is None:
+            return
+        lower, upper = self.bounds()
+        zero = torch.zeros((), dtype=lower.dtype, device=lower.device)
+        lower = torch.where(sign > 0, torch.maximum(lower, zero), lower)
+        upper = torch.where(sign < 0, torch.minimum(upper, zero), upper)
+        self._set_bounds(lower, upper)
 
     def _crown_bounds(self, neuron: Tensor, keep: Tensor) -> tuple[Tensor, Tensor]:
         """Lower and upper bounds of the neurons ``neuron[b, j]`` (``(B, c)``) where ``keep``, in the order
@@ -341,6 +388,8 @@ def backsubstitute(
     total: Tensor | None = None
     while pending:
         node, rows = pending.pop(max(pending))  # ids grow along the graph: every consumer comes first
+        if node.id in how.record:
+            how.recorded[node.id] = rows
         if node.kind == "input":
             part: Tensor | None = rows.bound(node.analysis.center, node.analysis.radius)
         elif until_nonlinear and getattr(node.layer, "relaxes_input", False):

@@ -169,4 +169,8 @@ class ReLU(AbstractMixin, nn.Module):
         alpha = how.lower_slope(node)
         if alpha is not None:
             ls = torch.where(unstable.unsqueeze(1), alpha, ls.unsqueeze(1))
-        return coeffs.relaxed(ls, us, ub)
+        moved, constant = coeffs.relaxed(ls, us, ub)
+        split = how.split_term(node)
+        if split is not None:  # beta-CROWN: the split constraints, weighed into the rows
+            moved = moved + type(moved)(split)  # type: ignore[call-arg]
+        return moved, constant

@@ -1,0 +1,297 @@
+"""`daic verify`: certify a checkpoint's test set with a cascade, and keep a record of every image.
+
+Each image goes through the cascade (`runtime.certify`): the network on the image itself, an attack (PGD,
+unless `--no-attack`), then the domains in the order given, each seeing only the images still undecided.
+Every outcome is a line of the record (`--out`, JSON lines: index, label, status, domain, margin, seconds),
+appended and flushed as each batch finishes, so that an interrupted run loses at most a batch and
+`--resume` carries on with the images not yet decided. A record belongs to one certification: a sidecar
+file (`<out>.json`) holds what it certifies (network, checkpoint, data set, eps, cascade, images), and
+`--resume` refuses a record of another. With several processes (`--nproc-per-node`, or torchrun), each
+takes every world-th image and writes a part of its own, which rank 0 merges into the record at the end.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .run import RunError
+
+if TYPE_CHECKING:
+    from daic.runtime.certify import Outcome
+    from daic.runtime.distributed import Group
+
+DECIDED = ("verified", "falsified", "unknown")
+"""Statuses `--resume` keeps; images that ended in an error are certified again."""
+
+
+@dataclass
+class Settings:
+    net: str
+    weights: str
+    eps: float | None
+    domains: Sequence[str]
+    attack: bool
+    dataset: str | None
+    data_root: str | None
+    download: bool
+    limit: int | None
+    out: Path
+    resume: bool
+
+
+def default_record(weights: str) -> Path:
+    """Where the record goes without `--out`: beside the checkpoint."""
+    return Path(weights).with_name(Path(weights).stem + ".verify.jsonl")
+
+
+def verify(
+    settings: Settings, group: Group, display: Callable[[Counter, int, float], None]
+) -> dict[str, Any]:
+    """Certifies this process's share of the images; returns the summary of the whole record (rank 0's
+    view after merging; other ranks return their own part's)."""
+    import copy
+
+    import torch
+
+    from daic.runtime.certify import cascade, certify
+
+    from .expressions import ExpressionError, check_expression
+    from .lower import load_target, lower_value
+    from .types import DOMAIN
+    from .weights import load_trained
+
+    try:
+        methods = [lower_value(check_expression(d, DOMAIN)) for d in dict.fromkeys(settings.domains)]
+    except ExpressionError as exc:
+        raise RunError(f"--domain: {exc}", exit_code=2) from None
+    steps = cascade(methods, attack=settings.attack)
+    model, state, data_decl, _network = load_trained(settings.net, settings.weights, settings.dataset)
+    epsilon = settings.eps if settings.eps is not None else state.get("epsilon")
+    if epsilon is None:
+        raise RunError("the checkpoint does not say its epsilon: pass --eps", exit_code=2)
+    data = load_target(data_decl.target)().load(settings.data_root, settings.download)
+    n = min(settings.limit or len(data.test_y), len(data.test_y))
+    identity = {
+        "net": str(Path(settings.net).resolve()),
+        "weights_sha256": _sha256(settings.weights),
+        "dataset": data_decl.name,
+        "epsilon": epsilon,
+        "cascade": [step.label for step in steps],
+        "images": n,
+    }
+    record = Record(settings.out, group)
+    done = record.open(identity, settings.resume) if group.is_main else None
+    done = group.broadcast(done)
+    todo = [i for i in range(n) if i not in done and i % group.world == group.rank]
+    exact = copy.deepcopy(model).to(group.device).double()
+    counts: Counter = Counter(status for status in done.values())
+    started = time.perf_counter()
+    seen = [len(done)]
+
+    def on_outcome(outcome: Outcome) -> None:
+        record.write(outcome)
+        counts[outcome.status] += 1
+        seen[0] += 1
+        display(counts, n, (seen[0] - len(done)) / max(1e-9, time.perf_counter() - started))
+
+    index = torch.tensor(todo, dtype=torch.long)
+    try:
+        certify(exact, steps, data.test_x[index], data.test_y[index], epsilon, data.value_range,
+                indices=todo, relu=state.get("relu", "hybrid"), on_outcome=on_outcome)  # fmt: skip
+    finally:
+        record.close()
+    group.close()  # every process has written its part
+    if group.is_main:
+        record.merge()
+    return summarize(record.read(), identity)
+
+
+class Record:
+    """The JSON-lines record of a certification, its sidecar, and this process's part of it."""
+
+    def __init__(self, path: Path, group: Group) -> None:
+        self.path, self.group = path, group
+        self.sidecar = path.with_name(path.name + ".json")
+        self.part = path if not group.active else path.with_name(f"{path.name}.part{group.rank}")
+        self.handle = None
+
+    def open(self, identity: dict[str, Any], resume: bool) -> dict[int, str]:
+        """Checks the record is this certification's (or starts one) and returns the images it decided."""
+        if not resume and (self.path.exists() or self.sidecar.exists()):
+            raise RunError(
+                f"{self.path} already holds a record: pass --resume to continue it, or choose another --out",
+                exit_code=2,
+            )
+        if resume and self.sidecar.exists():
+            previous = json.loads(self.sidecar.read_text())
+            changed = [k for k, v in identity.items() if previous.get(k) != v]
+            if changed:
+                raise RunError(
+                    f"{self.path} records another certification ({', '.join(changed)} differ): resume with "
+                    "the same settings, or choose another --out",
+                    exit_code=2,
+                )
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            _write_atomically(self.sidecar, json.dumps(identity, indent=2) + "\n")
+        except OSError as exc:
+            raise RunError(f"cannot write {self.sidecar}: {exc.strerror or exc}", exit_code=2) from None
+        self.merge()  # parts a killed run of several processes left behind
+        return {row["index"]: row["status"] for row in self.read() if row["status"] in DECIDED}
+
+    def write(self, outcome: Outcome) -> None:
+        if self.handle is None:
+            self.handle = open(self.part, "a", encoding="utf-8")  # noqa: SIM115 - kept open across batches
+        self.handle.write(json.dumps(outcome.record()) + "\n")
+        self.handle.flush()
+
+    def close(self) -> None:
+        if self.handle is not None:
+            self.handle.close()
+            self.handle = None
+
+    def read(self) -> list[dict[str, Any]]:
+        """The record's rows, the last of each image (a row cut short by a kill is no row)."""
+        rows: dict[int, dict[str, Any]] = {}
+        for path in [self.path, *sorted(self.path.parent.glob(self.path.name + ".part*"))]:
+            if not path.exists():
+                continue
+            for line in path.read_text(encoding="utf-8").splitlines():
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                if isinstance(row, dict) and isinstance(row.get("index"), int):
+                    rows[row["index"]] = row
+        return [rows[i] for i in sorted(rows)]
+
+    def merge(self) -> None:
+        """The record and every part in one file, sorted by image, written atomically; the parts removed."""
+        parts = sorted(self.path.parent.glob(self.path.name + ".part*"))
+        if not parts and self.path.exists():
+            return
+        rows = self.read()
+        if rows or parts:
+            _write_atomically(self.path, "".join(json.dumps(row) + "\n" for row in rows))
+        for part in parts:
+            part.unlink(missing_ok=True)
+
+
+def summarize(rows: list[dict[str, Any]], identity: dict[str, Any]) -> dict[str, Any]:
+    """Counts of each status (and of each domain's verifications), shares of the images, seconds."""
+    n = identity["images"]
+    statuses = Counter(row["status"] for row in rows)
+    by_domain = Counter(row["domain"] for row in rows if row["status"] == "verified")
+    seconds = sum(row["seconds"] for row in rows)
+    return {
+        "images": n,
+        "recorded": len(rows),
+        "epsilon": identity["epsilon"],
+        "cascade": identity["cascade"],
+        **{status: statuses.get(status, 0) for status in ("verified", "falsified", "unknown", "error")},
+        "verified_by": dict(by_domain),
+        "verified_percent": 100.0 * statuses.get("verified", 0) / max(1, n),
+        "seconds_per_image": seconds / max(1, len(rows)),
+    }
+
+
+def _sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(2**20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(temporary, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+def table_text(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    """The summary as (name, value) rows for the table."""
+    n = max(1, summary["images"])
+    rows = [(f"verified by {label}", summary["verified_by"].get(label, 0)) for label in summary["cascade"]]
+    rows = [(name, count) for name, count in rows if not name.endswith("PGD")]
+    rows += [(status, summary[status]) for status in ("falsified", "unknown", "error")]
+    out = [(name, f"{count:,} ({100 * count / n:.2f}%)") for name, count in rows]
+    out.append(("verified", f"{summary['verified']:,} ({summary['verified_percent']:.2f}%)"))
+    out.append(("s/image", f"{summary['seconds_per_image']:.4f}"))
+    return out
+
+
+class VerifyDisplay:
+    """A progress bar of verified / falsified / unknown counts and images per second; without a terminal,
+    a line at every tenth of the images."""
+
+    def __init__(self, enabled: bool) -> None:
+        from rich.console import Console
+
+        self.enabled = enabled
+        self.console = Console(stderr=True, soft_wrap=True, highlight=False)
+        self.bar = None
+        self.task = None
+        self.tenths = 0
+
+    def update(self, counts, total: int, rate: float) -> None:
+        if not self.enabled:
+            return
+        done = sum(counts.values())
+        text = ", ".join(f"{counts.get(s, 0):,} {s}" for s in ("verified", "falsified", "unknown", "error"))
+        text += f"; {rate:.2f} images/s"
+        if not self.console.is_terminal:
+            if done * 10 // max(1, total) > self.tenths or done == total:
+                self.tenths = done * 10 // max(1, total)
+                self.console.print(f"certifying: {done:,}/{total:,} images: {text}")
+            return
+        if self.bar is None:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+            columns = (TextColumn("certifying"), BarColumn(), MofNCompleteColumn())
+            self.bar = Progress(
+                *columns, TextColumn("{task.fields[info]}"), console=self.console, transient=True
+            )
+            self.bar.start()
+            self.task = self.bar.add_task("certifying", total=total, info="")
+        self.bar.update(self.task, completed=done, info=text)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+            self.bar = None
+
+
+def print_summary(summary: dict[str, Any], net: str, out: Path, output_format: str) -> None:
+    """The summary as a table (or, with `json`, one JSON object) on stdout; the record's path on stderr."""
+    from rich.console import Console
+    from rich.table import Table
+
+    if output_format == "json":
+        print(json.dumps({**summary, "record": str(out)}, indent=2))
+        return
+    table = Table(
+        title=f"{net}: {summary['images']:,} test images, eps = {summary['epsilon']:.6g}; "
+        f"cascade {' > '.join(summary['cascade'])}"
+    )
+    table.add_column("images")
+    table.add_column("count", justify="right")
+    for name, value in table_text(summary):
+        table.add_row(name, value)
+    Console(soft_wrap=True).print(table)
+    print(f"record: {out}", file=sys.stderr)

@@ -1,0 +1,214 @@
+"""Certification of a test set image by image: an attack to falsify cheaply, then domains, cheapest first.
+
+Each image ends in exactly one of four states, kept strictly apart:
+
+- ``verified``: a domain proved every margin ``y_t - y_j`` positive over the clipped eps-ball (``by`` names
+  the first that did; ``margin`` is its least lower bound);
+- ``falsified``: a point of the ball that the network, run on it, misclassifies (``by`` names what found
+  it: the image itself, the attack, or branch and bound; ``margin`` is that point's least margin, <= 0).
+  Only a point the network was run on counts;
+- ``unknown``: no step decided (a complete step's time limit passed, or only incomplete ones ran);
+  ``margin`` is the best lower bound any step found;
+- ``error``: a step failed on the image (``message`` says how); the others go on.
+
+Steps run on batches of the images still undecided (`Step.decide`), so a cheap domain settles most images
+at batch speed and the expensive ones (branch and bound) see only the rest.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor, nn
+
+from .attacks import pgd
+from .domains.element import margin_others
+from .verification import Domain, exact_float
+
+STATUSES = ("verified", "falsified", "unknown", "error")
+
+
+@dataclass
+class Outcome:
+    """What certification concluded about one image (see the module docstring)."""
+
+    index: int
+    label: int
+    status: str = "unknown"
+    by: str | None = None
+    margin: float | None = None
+    seconds: float = 0.0
+    message: str | None = None
+
+    def record(self) -> dict[str, object]:
+        """The outcome as one JSON object (a line of `daic verify --out`)."""
+        row: dict[str, object] = {"index": self.index, "label": self.label, "status": self.status}
+        row |= {"domain": self.by, "margin": self.margin, "seconds": round(self.seconds, 6)}
+        if self.message is not None:
+            row["message"] = self.message
+        return row
+
+
+@dataclass
+class Batch:
+    """The images a step sees: their inputs, labels, boxes and the outcomes to fill in."""
+
+    x: Tensor
+    y: Tensor
+    lower: Tensor
+    upper: Tensor
+    outcomes: list[Outcome]
+    relu: str = "hybrid"
+    best: Tensor = field(init=False)  # the best lower bound of each image's least margin so far
+
+    def __post_init__(self) -> None:
+        self.best = torch.full((len(self.outcomes),), -torch.inf, dtype=torch.float64)
+
+
+class Step:
+    """One stage of the cascade. ``complete``: it decides every image it is given time for."""
+
+    label = ""
+    complete = False
+
+    def decide(self, model: nn.Module, batch: Batch, pending: Tensor) -> None:
+        """Settles what it can of the images ``pending`` (indices into the batch), in their outcomes."""
+        raise NotImplementedError
+
+
+def least_margins(model: nn.Module, x: Tensor, y: Tensor) -> Tensor:
+    """``(B,)``: ``min_j (y_t - y_j)`` of the network at the points ``x``, computed by running it."""
+    with torch.no_grad():
+        logits = model(x)
+    rows, _ = margin_others(y, logits.shape[1], logits.dtype)
+    return torch.einsum("bsc,bc->bs", rows, logits).amin(1)
+
+
+class Attack(Step):
+    """Projected gradient descent with random restarts; an image is falsified when the network misclassifies
+    the point found (run again on it, in the certifying network's precision)."""
+
+    label = "PGD"
+
+    def __init__(self, steps: int = 40, restarts: int = 2, seed: int = 0) -> None:
+        self.steps, self.restarts, self.seed = steps, restarts, seed
+
+    def decide(self, model, batch, pending):
+        generator = torch.Generator().manual_seed(self.seed)
+        x = pgd(model, batch.lower[pending], batch.upper[pending], batch.y[pending], self.steps, None,
+                self.restarts, generator)  # fmt: skip
+        falsify(batch, pending, x, least_margins(model, x, batch.y[pending]), self.label)
+
+
+def falsify(batch: Batch, pending: Tensor, points: Tensor, margins: Tensor, by: str) -> None:
+    """Marks falsified the images whose `points` (inside their boxes) the network misclassifies."""
+    inside = ((points >= batch.lower[pending]) & (points <= batch.upper[pending])).flatten(1).all(1)
+    for i, margin, ok in zip(pending.tolist(), margins.tolist(), inside.tolist(), strict=True):
+        if ok and margin <= 0:
+            outcome = batch.outcomes[i]
+            outcome.status, outcome.by, outcome.margin = "falsified", by, margin
+
+
+class Bounds(Step):
+    """An incomplete domain: an image is verified when the domain bounds every margin above zero."""
+
+    def __init__(self, domain: Domain) -> None:
+        self.domain = domain
+        self.label = domain.label
+
+    def decide(self, model, batch, pending):
+        size = self.domain.batch_size(model, tuple(batch.x.shape[1:]), len(pending))
+        for start in range(0, len(pending), size):
+            chunk = pending[start : start + size]
+            with torch.no_grad(), exact_float():
+                found = self.domain.margins(model, batch.lower[chunk], batch.upper[chunk], batch.y[chunk],
+                                            batch.relu).amin(1)  # fmt: skip
+            for i, margin in zip(chunk.tolist(), found.tolist(), strict=True):
+                batch.best[i] = max(float(batch.best[i]), margin)
+                if margin > 0:
+                    outcome = batch.outcomes[i]
+                    outcome.status, outcome.by, outcome.margin = "verified", self.label, margin
+
+
+def cascade(methods: Sequence[Domain | Step], attack: bool = False) -> list[Step]:
+    """The steps that try `methods` in order, a domain bounding the margins (`Bounds`); first an attack,
+    to falsify cheaply, when asked for or when a method is complete (branch and bound would otherwise
+    search until it finds the counterexample the attack finds in a few steps)."""
+    steps = [Bounds(method) if isinstance(method, Domain) else method for method in methods]
+    if attack or any(step.complete for step in steps):
+        steps.insert(0, Attack())
+    return steps
+
+
+def certify_batch(model: nn.Module, steps: Sequence[Step], batch: Batch) -> list[Outcome]:
+    """Runs the cascade on one batch: misclassified images are falsified by themselves, then each step
+    sees the images still undecided. Every image's seconds are its share of each step it went through."""
+    outcomes = batch.outcomes
+    started = time.perf_counter()
+    margins = least_margins(model, batch.x, batch.y)
+    everyone = torch.arange(len(outcomes))
+    falsify(batch, everyone, batch.x, margins, "clean")
+    _charge(outcomes, everyone, time.perf_counter() - started)
+    for step in steps:
+        pending = torch.tensor([i for i, o in enumerate(outcomes) if o.status == "unknown"], dtype=torch.long)
+        if len(pending) == 0:
+            break
+        started = time.perf_counter()
+        try:
+            step.decide(model, batch, pending)
+        except (RuntimeError, ValueError, ArithmeticError) as exc:  # a step that cannot run on these images
+            for i in pending.tolist():
+                outcomes[i].status, outcomes[i].by = "error", step.label
+                outcomes[i].message = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+        _charge(outcomes, pending, time.perf_counter() - started)
+    for i, outcome in enumerate(outcomes):
+        if outcome.status == "unknown" and bool(torch.isfinite(batch.best[i])):
+            outcome.margin = float(batch.best[i])
+    return outcomes
+
+
+def _charge(outcomes: list[Outcome], images: Tensor, seconds: float) -> None:
+    for i in images.tolist():
+        outcomes[i].seconds += seconds / max(1, len(images))
+
+
+def certify(
+    model: nn.Module,
+    steps: Sequence[Step],
+    x: Tensor,
+    y: Tensor,
+    epsilon: float,
+    value_range: tuple[float, float],
+    indices: Sequence[int] | None = None,
+    batch: int = 100,
+    relu: str = "hybrid",
+    on_outcome: Callable[[Outcome], None] | None = None,
+) -> list[Outcome]:
+    """Certifies the images ``x`` (labels ``y``) at radius `epsilon` with the cascade `steps` (each image
+    first checked by running the network on it); `indices` name the images in outcomes (default 0, 1, ...).
+    `model` is the certifying network (float64, see `evaluate`). Outcomes are handed to `on_outcome` as each
+    batch finishes."""
+    if not epsilon >= 0:  # an inverted box would "certify" everything
+        raise ValueError(f"certify needs epsilon >= 0, got {epsilon}")
+    names = list(range(len(y))) if indices is None else list(indices)
+    parameter = next(model.parameters())
+    a, b = value_range
+    done: list[Outcome] = []
+    was_training = model.training
+    model.eval()
+    try:
+        for start in range(0, len(y), batch):
+            xb = x[start : start + batch].to(device=parameter.device, dtype=parameter.dtype)
+            yb = y[start : start + batch].to(parameter.device)
+            lower, upper = (xb - epsilon).clamp(min=a), (xb + epsilon).clamp(max=b)
+            outcomes = [Outcome(names[start + i], int(label)) for i, label in enumerate(yb.tolist())]
+            for outcome in certify_batch(model, steps, Batch(xb, yb, lower, upper, outcomes, relu)):
+                done.append(outcome)
+                if on_outcome is not None:
+                    on_outcome(outcome)
+    finally:
+        model.train(was_training)
+    return done

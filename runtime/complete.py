@@ -1,0 +1,316 @@
+"""Complete verification: branch and bound over ReLU splits, with linear-relaxation bounds.
+
+An image's property (every margin ``y_t - y_j`` positive over the clipped eps-ball) is split into
+subdomains by fixing unstable ReLUs active (``x >= 0``) or inactive (``x <= 0``). Each subdomain is bounded
+by CROWN with the split neurons' bounds clamped (their relaxation becomes exact, and every later layer's
+intermediate bounds are recomputed from them), then alpha-CROWN's slopes and beta-CROWN's multipliers of
+the split constraints are optimised together for a few Adam steps (Wang et al. 2021): the bound of a
+subdomain is then its exact minimum over the relaxation at the optimum. Subdomains whose bounds are all
+positive are done; the others are split again on the neuron whose upper relaxation costs their bound most
+(the intercept score of BaBSR, Bunel et al. 2020), worst subdomain first, a batch of them at a time.
+
+A subdomain with no unstable neuron left is decided exactly: the network is affine on it, and a linear
+program (HiGHS, through scipy) over the input box and the split constraints gives its least margin; this
+makes the search complete. A falsification is only ever a point the network was run on: the minimiser of a
+subdomain's linear bound (a corner of the box) or of its linear program, misclassified.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor, nn
+
+from .certify import Batch, Step, falsify, least_margins
+from .context import AbstractContext
+from .domains.coeffs import Dense
+from .domains.element import margin_others
+from .domains.symbolic import Backward, Symbolic, backsubstitute
+from .layers.activation import ReLU, crown_relaxation
+from .verification import exact_float
+
+
+@dataclass(order=True)
+class Subdomain:
+    """A set of split decisions: `signs` maps the id of a node feeding a ReLU to ``(*F)`` int8 signs."""
+
+    bound: float
+    order: int
+    signs: dict[int, Tensor] = field(compare=False)
+    depth: int = field(compare=False, default=0)
+
+
+@dataclass
+class Bounded:
+    """What bounding a batch of subdomains found, per subdomain."""
+
+    lower: Tensor  # (N, S) lower bounds of the margins
+    infeasible: Tensor  # (N,) bool: the splits contradict each other
+    corners: Tensor  # (N, *input) the minimiser of the worst row's linear bound over the box
+    scores: list[dict[int, Tensor]]  # per subdomain, per split node: (*F) branching scores (-inf: none)
+
+
+class BranchAndBound(Step):
+    """Branch and bound per image until it is verified, falsified, or `timeout` seconds pass (unknown)."""
+
+    complete = True
+
+    def __init__(
+        self, timeout: float = 60.0, batch: int = 32, steps: int = 10, lr_alpha: float = 0.1,
+        lr_beta: float = 0.05,
+    ) -> None:  # fmt: skip
+        if timeout <= 0 or batch < 1 or steps < 0:
+            raise ValueError("BranchAndBound: timeout > 0, batch >= 1 and steps >= 0, please")
+        self.timeout, self.batch, self.steps = float(timeout), int(batch), int(steps)
+        self.lr_alpha, self.lr_beta = float(lr_alpha), float(lr_beta)
+        self.label = "BranchAndBound" if self.timeout == 60.0 else f"BranchAndBound(timeout={self.timeout:g})"
+
+    def decide(self, model: nn.Module, batch: Batch, pending: Tensor) -> None:
+        for i in pending.tolist():
+            started = time.perf_counter()
+            with torch.no_grad(), exact_float():
+                self._search(model, batch, i, started + self.timeout)
+
+    # ----------------------------------------------------------------------------------------------
+
+    def _search(self, model: nn.Module, batch: Batch, i: int, deadline: float) -> None:
+        y = batch.y[i : i + 1]
+        lower, upper = batch.lower[i : i + 1], batch.upper[i : i + 1]
+        outcome = batch.outcomes[i]
+        root = self._bound(model, lower, upper, y, [{}], batch.relu)
+        if self._falsified(model, batch, i, root):
+            return
+        if bool(root.infeasible[0]) or float(root.lower.min()) > 0:
+            outcome.status, outcome.by, outcome.margin = "verified", self.label, float(root.lower.min())
+            return
+        queue = [Subdomain(float(root.lower.min()), 0, {}, 0)]
+        scores = {0: root.scores[0]}
+        counter, proved = 1, float("inf")
+        while queue and time.perf_counter() < deadline:
+            picked = [heapq.heappop(queue) for _ in range(min(self.batch, len(queue)))]
+            children, leaves = [], []
+            for domain in picked:
+                choice = _branching_choice(scores.pop(domain.order))
+                if choice is None:
+                    leaves.append(domain)
+                    continue
+                node, neuron = choice
+                for sign in (1, -1):
+                    signs = {k: v.clone() for k, v in domain.signs.items()}
+                    if node not in signs:
+                        signs[node] = torch.zeros(root.scores[0][node].shape, dtype=torch.int8)
+                    signs[node].view(-1)[neuron] = sign
+                    children.append(Subdomain(domain.bound, counter, signs, domain.depth + 1))
+                    counter += 1
+            for leaf in leaves:
+                verdict = exact_leaf(model, batch, i, leaf.signs, self.label)
+                if verdict is None:
+                    continue
+                if verdict <= 0:
+                    return
+                proved = min(proved, verdict)
+            if not children:
+                continue
+            bounded = self._bound(model, lower.expand(len(children), *lower.shape[1:]),
+                                  upper.expand(len(children), *upper.shape[1:]), y.expand(len(children)),
+                                  [c.signs for c in children], batch.relu)  # fmt: skip
+            if self._falsified(model, batch, i, bounded):
+                return
+            for k, child in enumerate(children):
+                least = float(bounded.lower[k].min())
+                if bool(bounded.infeasible[k]) or least > 0:
+                    if not bool(bounded.infeasible[k]):
+                        proved = min(proved, least)
+                    continue
+                child.bound = least
+                scores[child.order] = bounded.scores[k]
+                heapq.heappush(queue, child)
+        if not queue:
+            outcome.status, outcome.by = "verified", self.label
+            outcome.margin = proved if proved != float("inf") else 0.0
+        else:
+            batch.best[i] = max(float(batch.best[i]), queue[0].bound)
+
+    def _falsified(self, model: nn.Module, batch: Batch, i: int, bounded: Bounded) -> bool:
+        """Runs the network on the subdomains' candidate points; a misclassified one falsifies image i."""
+        margins = least_margins(model, bounded.corners, batch.y[i : i + 1].expand(len(bounded.corners)))
+        worst = int(margins.argmin())
+        falsify(batch, torch.tensor([i]), bounded.corners[worst : worst + 1], margins[worst : worst + 1],
+                self.label)  # fmt: skip
+        return batch.outcomes[i].status == "falsified"
+
+    # ----------------------------------------------------------------------------------------------
+    # bounding a batch of subdomains
+
+    def _bound(
+        self, model: nn.Module, lower: Tensor, upper: Tensor, y: Tensor, signs: list[dict[int, Tensor]],
+        relu: str,
+    ) -> Bounded:  # fmt: skip
+        n = len(signs)
+        splits = _stacked(signs, n)
+        value = Symbolic.input(lower, upper, crown=True, splits=splits)
+        output = model.abstract(value, AbstractContext(training=False, relu=relu))
+        rows = Dense(margin_others(y, output.shape[1], lower.dtype)[0])
+        relus = [node for node in output.ancestors() if isinstance(node.layer, ReLU)]
+        how = Backward(record={node.id for node in relus} | {value.id})
+        best = backsubstitute(output, rows, how)
+        recorded = dict(how.recorded)
+        if self.steps:
+            best, recorded = self._optimise(output, rows, relus, splits, best, recorded)
+        infeasible = output.analysis.infeasible.clone()
+        worst = best.argmin(1)
+        on_input = recorded[value.id].A[torch.arange(n), worst]  # (N, *input) the worst row at the input
+        corners = torch.where(on_input > 0, lower, upper)
+        scores = [_scores(relus, recorded, best, k) for k in range(n)]
+        return Bounded(best, infeasible, corners, scores)
+
+    def _optimise(self, output, rows, relus, splits, best, recorded):
+        """alpha- and beta-CROWN: the ReLUs' lower slopes and the split constraints' multipliers, by Adam,
+        keeping the best bound of each row (each setting of them gives a sound one)."""
+        n, s = rows.A.shape[:2]
+        alphas = {}
+        for node in relus:
+            start = node.layer.initial_slopes(node).unsqueeze(1)
+            alphas[node.id] = start.expand(n, s, *start.shape[2:]).clone().requires_grad_(True)
+        signs = {node.id: splits[node.parents[0].id].to(rows.A.dtype) for node in relus
+                 if node.parents[0].id in splits}  # fmt: skip
+        betas = {k: torch.zeros((n, s, *v.shape[1:]), dtype=rows.A.dtype, requires_grad=True)
+                 for k, v in signs.items()}  # fmt: skip
+        groups = [{"params": list(alphas.values()), "lr": self.lr_alpha}]
+        if betas:
+            groups.append({"params": list(betas.values()), "lr": self.lr_beta})
+        optimizer = torch.optim.Adam(groups)
+        for _ in range(self.steps):
+            how = Backward(alphas, betas, signs, record=set(recorded))
+            with torch.enable_grad():
+                found = backsubstitute(output, rows, how)
+                loss = -found.clamp(max=0).sum() - 1e-3 * found.sum()
+                grads = torch.autograd.grad(loss, [*alphas.values(), *betas.values()])
+            improved = found.detach() > best
+            if bool(improved.any()):
+                best = torch.where(improved, found.detach(), best)
+                recorded = {k: _detached(v) for k, v in how.recorded.items()}
+            if bool((best > 0).all()):
+                break
+            for parameter, grad in zip([*alphas.values(), *betas.values()], grads, strict=True):
+                parameter.grad = grad
+            optimizer.step()
+            with torch.no_grad():
+                for alpha in alphas.values():
+                    alpha.clamp_(0, 1)
+                for beta in betas.values():
+                    beta.clamp_(min=0)
+        return best, recorded
+
+
+@torch.no_grad()
+def exact_leaf(model: nn.Module, batch: Batch, i: int, signs: dict[int, Tensor], by: str) -> float | None:
+    """The least margin of image i's subdomain `signs` (no unstable neuron left) by linear programming:
+    infinity where no input follows the splits; <= 0 after falsifying image i with the program's point;
+    None when the programs fail, or their point is no counterexample once the network runs on it."""
+    from scipy.optimize import linprog
+
+    lower, upper, y = batch.lower[i : i + 1], batch.upper[i : i + 1], batch.y[i : i + 1]
+    splits = {k: v.unsqueeze(0) for k, v in signs.items()}
+    value = Symbolic.input(lower, upper, crown=True, splits=splits)
+    output = model.abstract(value, AbstractContext(training=False, relu=batch.relu))
+    if bool(output.analysis.infeasible[0]):
+        return float("inf")
+    nodes = {node.id: node for node in output.ancestors()}
+    # Each split neuron's input as an affine function of the image: a row e_i back-substituted.
+    a_ub, b_ub = [], []
+    for node_id, sign in signs.items():
+        node = nodes[node_id]
+        chosen = sign.flatten().nonzero().squeeze(1)
+        if chosen.numel() == 0:
+            continue
+        eye = torch.zeros((1, chosen.numel(), node.shape[1:].numel()), dtype=lower.dtype)
+        eye[0, torch.arange(chosen.numel()), chosen] = 1
+        coefficients, constants = _affine(node, value, Dense(eye.reshape(1, chosen.numel(), *node.shape[1:])))
+        s = sign.flatten()[chosen].to(lower.dtype)
+        # s * (a x + c) >= 0  <=>  -s a x <= s c
+        a_ub.append(-(s[:, None] * coefficients))
+        b_ub.append(s * constants)
+    rows = Dense(margin_others(y, output.shape[1], lower.dtype)[0])
+    objective, offset = _affine(output, value, rows)
+    bounds = list(zip(lower.flatten().tolist(), upper.flatten().tolist(), strict=True))
+    least = float("inf")
+    for r in range(objective.shape[0]):
+        program = linprog(
+            objective[r].numpy(),
+            A_ub=torch.cat(a_ub).numpy() if a_ub else None,
+            b_ub=torch.cat(b_ub).numpy() if b_ub else None,
+            bounds=bounds,
+            method="highs",
+        )
+        if program.status == 2:  # infeasible: the splits leave no input
+            return float("inf")
+        if program.status != 0:
+            return None
+        value_r = float(program.fun) + float(offset[r])
+        if value_r <= 0:
+            point = torch.tensor(program.x, dtype=lower.dtype).reshape(lower.shape)
+            point = torch.maximum(torch.minimum(point, upper), lower)
+            margins = least_margins(model, point, y)
+            falsify(batch, torch.tensor([i]), point, margins, by)
+            if batch.outcomes[i].status == "falsified":
+                return float(margins[0])
+            return None  # the program's point is not a counterexample in floating point: undecided
+        least = min(least, value_r)
+    return least
+
+
+def _affine(node: Symbolic, value: Symbolic, rows: Dense) -> tuple[Tensor, Tensor]:
+    """Rows over `node`'s neurons as exact affine functions of the input (every ReLU on the way stable):
+    ``(S, n_input)`` coefficients and ``(S,)`` constants."""
+    how = Backward(record={value.id})
+    # The least value over the box minus the coefficients' part of it leaves the constant.
+    lowest = backsubstitute(node, rows, how)[0]
+    coefficients = how.recorded[value.id].A[0].flatten(1)
+    center, radius = value.analysis.center.flatten(), value.analysis.radius.flatten()
+    constants = lowest - coefficients @ center + coefficients.abs() @ radius
+    return coefficients, constants
+
+
+def _stacked(signs: list[dict[int, Tensor]], n: int) -> dict[int, Tensor]:
+    keys = {k for domain in signs for k in domain}
+    stacked = {}
+    for key in keys:
+        like = next(domain[key] for domain in signs if key in domain)
+        stacked[key] = torch.stack([domain.get(key, torch.zeros_like(like)) for domain in signs])
+    return stacked
+
+
+def _scores(relus: list[Symbolic], recorded: dict, best: Tensor, k: int) -> dict[int, Tensor]:
+    """Subdomain k's branching scores per split node (the ReLU's input): for an unstable neuron, how much
+    the intercept of its upper relaxation lowers the rows still at or below zero (BaBSR's intercept score),
+    with the interval width as a tie-break; -inf elsewhere."""
+    open_rows = (best[k] <= 0).to(best.dtype)
+    scores = {}
+    for node in relus:
+        lower, upper = (t[k] for t in node.parents[0].bounds())
+        _, _, intercept, unstable = crown_relaxation(lower, upper)
+        coefficients = recorded[node.id].A[k]  # (S, *F): the rows on the ReLU's output
+        weight = (open_rows.view(-1, *[1] * (coefficients.dim() - 1)) * (-coefficients).clamp(min=0)).sum(0)
+        score = weight * intercept + 1e-6 * (upper - lower)
+        scores[node.parents[0].id] = torch.where(unstable, score, -torch.inf)
+    return scores
+
+
+def _branching_choice(scores: dict[int, Tensor]) -> tuple[int, int] | None:
+    best, choice = -torch.inf, None
+    for node_id, score in scores.items():
+        flat = score.flatten()
+        if flat.numel() == 0:
+            continue
+        value, index = flat.max(0)
+        if float(value) > best:
+            best, choice = float(value), (node_id, int(index))
+    return choice
+
+
+def _detached(rows):
+    return Dense(rows.A.detach(), rows.image) if isinstance(rows, Dense) else rows

@@ -1,0 +1,206 @@
+"""Complete verification: branch and bound against the exact answer, found by enumerating every ReLU
+activation pattern of small networks (a linear program per pattern), and the cascade's bookkeeping."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+from scipy.optimize import linprog
+
+from daic.runtime import Linear, ReLU, Sequential
+from daic.runtime.certify import Attack, Batch, Bounds, Outcome, certify, falsify
+from daic.runtime.complete import BranchAndBound
+from daic.runtime.verification import BoxDomain, CROWNDomain
+
+EPS = 0.2
+
+
+def blob_network(seed: int, width: int = 5) -> Sequential:
+    """A two-hidden-layer network trained briefly on three 2-D blobs: its boundaries cross [0, 1]^2."""
+    g = torch.Generator().manual_seed(seed)
+    centres = torch.tensor([[0.25, 0.3], [0.7, 0.35], [0.5, 0.75]], dtype=torch.float64)
+    labels = torch.randint(0, 3, (300,), generator=g)
+    points = centres[labels] + 0.12 * torch.randn(300, 2, generator=g, dtype=torch.float64)
+    torch.manual_seed(seed)
+    net = Sequential(Linear(2, width), ReLU(), Linear(width, width), ReLU(), Linear(width, 3)).double()
+    optimizer = torch.optim.Adam(net.parameters(), lr=0.03)
+    for _ in range(200):
+        optimizer.zero_grad()
+        torch.nn.functional.cross_entropy(net(points), labels).backward()
+        optimizer.step()
+    return net
+
+
+def exact_least_margin(net: Sequential, lower: torch.Tensor, upper: torch.Tensor, label: int) -> float:
+    """``min over the box of min_j (y_t - y_j)``: for every activation pattern of the hidden neurons, a
+    linear program over the inputs where the network follows it (the network is affine there). Neurons
+    that interval arithmetic (computed here by hand) proves active or dead on the whole box keep that
+    state; the others take both."""
+    first, _, second, _, last = net
+    w1, b1 = first.weight.detach(), first.bias.detach()
+    w2, b2 = second.weight.detach(), second.bias.detach()
+    w3, b3 = last.weight.detach(), last.bias.detach()
+    centre, radius = (upper + lower) / 2, (upper - lower) / 2
+    z1_low, z1_up = w1 @ centre + b1 - w1.abs() @ radius, w1 @ centre + b1 + w1.abs() @ radius
+    h_low, h_up = z1_low.clamp(min=0), z1_up.clamp(min=0)
+    z2_mid = w2 @ ((h_up + h_low) / 2) + b2
+    z2_low, z2_up = z2_mid - w2.abs() @ ((h_up - h_low) / 2), z2_mid + w2.abs() @ ((h_up - h_low) / 2)
+    states = [
+        [(1.0,) if lo >= 0 else (0.0,) if up <= 0 else (0.0, 1.0) for lo, up in zip(low, high, strict=True)]
+        for low, high in ((z1_low, z1_up), (z2_low, z2_up))
+    ]
+    width = w1.shape[0]
+    bounds = list(zip(lower.tolist(), upper.tolist(), strict=True))
+    best = float("inf")
+    for pattern in itertools.product(*states[0], *states[1]):
+        d1 = torch.tensor(pattern[:width], dtype=torch.float64)
+        d2 = torch.tensor(pattern[width:], dtype=torch.float64)
+        # Pre-activations as affine maps of x under this pattern.
+        a1, c1 = w1, b1
+        a2, c2 = w2 @ (d1[:, None] * a1), w2 @ (d1 * c1) + b2
+        a3, c3 = w3 @ (d2[:, None] * a2), w3 @ (d2 * c2) + b3
+        # s z >= 0 for each neuron: active (s = 1) or inactive (s = -1), as -s a x <= s c.
+        s1, s2 = 2 * d1 - 1, 2 * d2 - 1
+        a_ub = torch.cat([-(s1[:, None] * a1), -(s2[:, None] * a2)]).numpy()
+        b_ub = torch.cat([s1 * c1, s2 * c2]).numpy()
+        for j in range(3):
+            if j == label:
+                continue
+            objective = (a3[label] - a3[j]).numpy()
+            program = linprog(objective, A_ub=a_ub, b_ub=b_ub, bounds=bounds, method="highs")
+            if program.status == 0:
+                best = min(best, float(program.fun) + float(c3[label] - c3[j]))
+    return best
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_branch_and_bound_agrees_with_every_activation_pattern(seed):
+    net = blob_network(seed)
+    x = torch.rand(12, 2, generator=torch.Generator().manual_seed(seed + 10), dtype=torch.float64)
+    with torch.no_grad():
+        y = net(x).argmax(1)
+    outcomes = certify(net, [BranchAndBound(timeout=30, batch=4)], x, y, EPS, (0.0, 1.0))
+    decided = 0
+    for outcome, xi, yi in zip(outcomes, x, y, strict=True):
+        lower, upper = (xi - EPS).clamp(0, 1), (xi + EPS).clamp(0, 1)
+        truth = exact_least_margin(net, lower, upper, int(yi))
+        assert outcome.status in ("verified", "falsified"), outcome.record()
+        assert (outcome.status == "verified") == (truth > 0), (outcome.record(), truth)
+        if outcome.status == "verified":
+            assert 0 < outcome.margin <= truth + 1e-9
+        else:
+            assert outcome.margin <= 0 and outcome.margin >= truth - 1e-9
+        decided += 1
+    assert decided == 12
+
+
+def test_branch_and_bound_decides_what_crown_leaves_open():
+    """The images CROWN cannot decide are split until decided, each as the enumeration says."""
+    net = blob_network(3, width=6)
+    x = torch.rand(40, 2, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    with torch.no_grad():
+        y = net(x).argmax(1)
+    crown = certify(net, [Bounds(CROWNDomain())], x, y, EPS, (0.0, 1.0))
+    open_images = [i for i, o in enumerate(crown) if o.status == "unknown"]
+    assert open_images, "the test needs images CROWN leaves undecided"
+    steps = [Bounds(CROWNDomain()), BranchAndBound(timeout=30, batch=4, steps=0)]
+    outcomes = certify(net, steps, x[open_images], y[open_images], EPS, (0.0, 1.0))
+    for outcome, i in zip(outcomes, open_images, strict=True):
+        lower, upper = (x[i] - EPS).clamp(0, 1), (x[i] + EPS).clamp(0, 1)
+        truth = exact_least_margin(net, lower, upper, int(y[i]))
+        assert outcome.by == "BranchAndBound(timeout=30)" or outcome.status == "falsified"
+        assert (outcome.status == "verified") == (truth > 0), (outcome.record(), truth)
+
+
+def test_a_search_past_its_time_limit_is_unknown_with_a_sound_lower_bound():
+    net = blob_network(1)
+    x = torch.tensor([[0.5, 0.45]], dtype=torch.float64)
+    with torch.no_grad():
+        y = net(x).argmax(1)
+    (outcome,) = certify(net, [BranchAndBound(timeout=1e-9)], x, y, 0.3, (0.0, 1.0))
+    truth = exact_least_margin(net, (x[0] - 0.3).clamp(0, 1), (x[0] + 0.3).clamp(0, 1), int(y[0]))
+    if outcome.status == "unknown":
+        assert outcome.margin is None or outcome.margin <= truth + 1e-9
+    else:  # decided at the root, before the clock was read
+        assert (outcome.status == "verified") == (truth > 0)
+
+
+def test_only_a_misclassified_point_inside_the_box_falsifies():
+    lower, upper = torch.zeros(2, 2, dtype=torch.float64), torch.ones(2, 2, dtype=torch.float64)
+    outcomes = [Outcome(0, 0), Outcome(1, 0)]
+    batch = Batch(lower, torch.zeros(2, dtype=torch.long), lower, upper, outcomes)
+    points = torch.tensor([[0.5, 0.5], [1.5, 0.5]], dtype=torch.float64)  # the second lies outside
+    falsify(batch, torch.arange(2), points, torch.tensor([-1.0, -1.0], dtype=torch.float64), "test")
+    assert [o.status for o in outcomes] == ["falsified", "unknown"]
+    falsify(batch, torch.arange(1, 2), points[:1], torch.tensor([0.5], dtype=torch.float64), "test")
+    assert outcomes[1].status == "unknown"  # a positive margin is no counterexample
+
+
+def test_the_cascade_records_who_decided_each_image():
+    net = blob_network(0)
+    x = torch.rand(30, 2, generator=torch.Generator().manual_seed(7), dtype=torch.float64)
+    y = net(x).argmax(1)
+    y[0] = (y[0] + 1) % 3  # misclassified: falsified by the image itself
+    steps = [Attack(), Bounds(BoxDomain()), Bounds(CROWNDomain())]
+    outcomes = certify(net, steps, x, y, 0.05, (0.0, 1.0), indices=range(100, 130))
+    assert [o.index for o in outcomes] == list(range(100, 130))
+    assert outcomes[0].status == "falsified" and outcomes[0].by == "clean" and outcomes[0].margin < 0
+    assert {o.by for o in outcomes if o.status == "verified"} <= {"Box", "CROWN"}
+    for o in outcomes:
+        assert o.status in ("verified", "falsified", "unknown") and o.seconds >= 0
+        if o.status == "unknown":  # the best lower bound found, below zero
+            assert o.margin is not None and o.margin <= 0
+
+
+def test_a_subdomain_with_every_neuron_split_is_decided_by_its_linear_program():
+    """Fixing every hidden neuron leaves the network affine on the subdomain: `exact_leaf` gives that
+    pattern's least margin (or infinity where no input follows it), as the enumeration does."""
+    from daic.runtime import AbstractContext
+    from daic.runtime.complete import exact_leaf
+    from daic.runtime.domains import Symbolic
+
+    net = blob_network(2, width=3)
+    x = torch.tensor([[0.45, 0.5]], dtype=torch.float64)
+    y = net(x).argmax(1)
+    lower, upper = (x - 0.3).clamp(0, 1), (x + 0.3).clamp(0, 1)
+    output = net.abstract(Symbolic.input(lower, upper), AbstractContext())
+    inputs = [node.parents[0].id for node in output.ancestors() if isinstance(node.layer, ReLU)][::-1]
+    first, _, second, _, last = net
+    checked = 0
+    for pattern in itertools.product([1, -1], repeat=6):
+        signs = {inputs[0]: torch.tensor(pattern[:3], dtype=torch.int8),
+                 inputs[1]: torch.tensor(pattern[3:], dtype=torch.int8)}  # fmt: skip
+        batch = Batch(x, y, lower, upper, [Outcome(0, int(y[0]))])
+        found = exact_leaf(net, batch, 0, signs, "test")
+        d1 = (torch.tensor(pattern[:3]) > 0).double()
+        d2 = (torch.tensor(pattern[3:]) > 0).double()
+        w1, b1, w2, b2 = (
+            first.weight.detach(),
+            first.bias.detach(),
+            second.weight.detach(),
+            second.bias.detach(),
+        )
+        a2, c2 = w2 @ (d1[:, None] * w1), w2 @ (d1 * b1) + b2
+        a3, c3 = (
+            last.weight.detach() @ (d2[:, None] * a2),
+            last.weight.detach() @ (d2 * c2) + last.bias.detach(),
+        )
+        s1, s2 = 2 * d1 - 1, 2 * d2 - 1
+        a_ub = torch.cat([-(s1[:, None] * w1), -(s2[:, None] * a2)]).numpy()
+        b_ub = torch.cat([s1 * b1, s2 * c2]).numpy()
+        bounds = list(zip(lower[0].tolist(), upper[0].tolist(), strict=True))
+        t, truth = int(y[0]), float("inf")
+        for j in (j for j in range(3) if j != t):
+            program = linprog((a3[t] - a3[j]).numpy(), A_ub=a_ub, b_ub=b_ub, bounds=bounds, method="highs")
+            if program.status == 0:
+                truth = min(truth, float(program.fun) + float(c3[t] - c3[j]))
+        if truth == float("inf"):
+            assert found == float("inf")
+        elif truth > 0:
+            assert found == pytest.approx(truth, abs=1e-7)
+        else:  # a counterexample: the image is falsified by the program's point
+            assert batch.outcomes[0].status == "falsified" and found <= 0
+        checked += truth != float("inf")
+    assert checked >= 2
