@@ -44,9 +44,9 @@ class Pieces:
     a position (`the ( at 3:9 is never closed`) that moving the piece would not update."""
 
     def __init__(self) -> None:
-        self._by_text: dict[str, list[_Piece]] = {}
+        self._by_text: dict[tuple[str, int], list[_Piece]] = {}
 
-    def take(self, text: str, offset: int, line: int) -> _Piece | None:
+    def take(self, text: tuple[str, int], offset: int, line: int) -> _Piece | None:
         found = self._by_text.get(text)
         if not found:
             return None
@@ -54,7 +54,7 @@ class Pieces:
         piece.origin.move(offset, line)
         return piece
 
-    def keep(self, text: str, piece: _Piece) -> None:
+    def keep(self, text: tuple[str, int], piece: _Piece) -> None:
         if not piece.diagnostics:
             self._by_text.setdefault(text, []).append(piece)
 
@@ -422,7 +422,9 @@ class _Pieces:
     def piece(self, start: int, end: int, base: int, what: str) -> _Piece:
         """The piece text[start:end], starting a line, parsed from `base` (past a byte-order mark or
         indentation); `what` names it in messages ("the line")."""
-        key = self.text[start:end]
+        # The same text parsed from another point (a byte-order mark skipped at the start of the file
+        # only) is another piece.
+        key = (self.text[start:end], base - start)
         line = self.index.position(start)[0]
         piece = self.reuse.take(key, start, line - 1)
         if piece is None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 import torch
@@ -26,6 +27,9 @@ from torch import Tensor, nn
 
 from .attacks import pgd
 from .domains.element import margin_others
+from .domains.rounding import down as round_down
+from .domains.rounding import outward_rounding
+from .domains.rounding import up as round_up
 from .verification import Domain, exact_float
 
 STATUSES = ("verified", "falsified", "unknown", "error")
@@ -54,7 +58,11 @@ class Outcome:
 
 @dataclass
 class Batch:
-    """The images a step sees: their inputs, labels, boxes and the outcomes to fill in."""
+    """The images a step sees: their inputs, labels, boxes and the outcomes to fill in.
+
+    ``lower``/``upper`` contain each image's clipped eps-ball (bounds hold over them);
+    ``inner_lower``/``inner_upper`` lie inside it (counterexamples must): the same box but where rounding
+    makes them differ (see `balls`)."""
 
     x: Tensor
     y: Tensor
@@ -62,10 +70,28 @@ class Batch:
     upper: Tensor
     outcomes: list[Outcome]
     relu: str = "hybrid"
+    inner_lower: Tensor | None = None
+    inner_upper: Tensor | None = None
     best: Tensor = field(init=False)  # the best lower bound of each image's least margin so far
 
     def __post_init__(self) -> None:
         self.best = torch.full((len(self.outcomes),), -torch.inf, dtype=torch.float64)
+        if self.inner_lower is None:
+            self.inner_lower, self.inner_upper = self.lower, self.upper
+
+
+def balls(
+    x: Tensor, epsilon: float, value_range: tuple[float, float]
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """The clipped eps-balls ``[max(x - eps, a), min(x + eps, b)]`` of the images, as two boxes of floats:
+    one that contains each ball in exact arithmetic, and one inside it (each end rounded away from, or
+    into, the ball where the subtraction or addition is inexact; the clipped ends are exact)."""
+    a, b = value_range
+    below, above = x - epsilon, x + epsilon
+    outer = (round_down(below).clamp(min=a), round_up(above).clamp(max=b))
+    inner_lower = torch.minimum(round_up(below).clamp(min=a), x)
+    inner_upper = torch.maximum(round_down(above).clamp(max=b), x)
+    return *outer, inner_lower, inner_upper
 
 
 class Step:
@@ -98,14 +124,16 @@ class Attack(Step):
 
     def decide(self, model, batch, pending):
         generator = torch.Generator().manual_seed(self.seed)
-        x = pgd(model, batch.lower[pending], batch.upper[pending], batch.y[pending], self.steps, None,
-                self.restarts, generator)  # fmt: skip
+        x = pgd(model, batch.inner_lower[pending], batch.inner_upper[pending], batch.y[pending], self.steps,
+                None, self.restarts, generator)  # fmt: skip
         falsify(batch, pending, x, least_margins(model, x, batch.y[pending]), self.label)
 
 
 def falsify(batch: Batch, pending: Tensor, points: Tensor, margins: Tensor, by: str) -> None:
     """Marks falsified the images whose `points` (inside their boxes) the network misclassifies."""
-    inside = ((points >= batch.lower[pending]) & (points <= batch.upper[pending])).flatten(1).all(1)
+    inside = (
+        ((points >= batch.inner_lower[pending]) & (points <= batch.inner_upper[pending])).flatten(1).all(1)
+    )
     for i, margin, ok in zip(pending.tolist(), margins.tolist(), inside.tolist(), strict=True):
         if ok and margin <= 0:
             outcome = batch.outcomes[i]
@@ -143,9 +171,17 @@ def cascade(methods: Sequence[Domain | Step], attack: bool = False) -> list[Step
     return steps
 
 
-def certify_batch(model: nn.Module, steps: Sequence[Step], batch: Batch) -> list[Outcome]:
+def certify_batch(
+    model: nn.Module, steps: Sequence[Step], batch: Batch, outward: bool = True
+) -> list[Outcome]:
     """Runs the cascade on one batch: misclassified images are falsified by themselves, then each step
-    sees the images still undecided. Every image's seconds are its share of each step it went through."""
+    sees the images still undecided. Every image's seconds are its share of each step it went through.
+    With `outward`, bounds are rounded outward (`domains.rounding`): they hold in exact arithmetic."""
+    with outward_rounding() if outward else nullcontext():
+        return _certify_batch(model, steps, batch)
+
+
+def _certify_batch(model: nn.Module, steps: Sequence[Step], batch: Batch) -> list[Outcome]:
     outcomes = batch.outcomes
     started = time.perf_counter()
     margins = least_margins(model, batch.x, batch.y)
@@ -186,16 +222,16 @@ def certify(
     batch: int = 100,
     relu: str = "hybrid",
     on_outcome: Callable[[Outcome], None] | None = None,
+    outward: bool = True,
 ) -> list[Outcome]:
     """Certifies the images ``x`` (labels ``y``) at radius `epsilon` with the cascade `steps` (each image
     first checked by running the network on it); `indices` name the images in outcomes (default 0, 1, ...).
     `model` is the certifying network (float64, see `evaluate`). Outcomes are handed to `on_outcome` as each
-    batch finishes."""
+    batch finishes. `outward`: bounds hold in exact arithmetic (see `certify_batch`)."""
     if not epsilon >= 0:  # an inverted box would "certify" everything
         raise ValueError(f"certify needs epsilon >= 0, got {epsilon}")
     names = list(range(len(y))) if indices is None else list(indices)
     parameter = next(model.parameters())
-    a, b = value_range
     done: list[Outcome] = []
     was_training = model.training
     model.eval()
@@ -203,9 +239,10 @@ def certify(
         for start in range(0, len(y), batch):
             xb = x[start : start + batch].to(device=parameter.device, dtype=parameter.dtype)
             yb = y[start : start + batch].to(parameter.device)
-            lower, upper = (xb - epsilon).clamp(min=a), (xb + epsilon).clamp(max=b)
+            lower, upper, inner_lower, inner_upper = balls(xb, epsilon, value_range)
             outcomes = [Outcome(names[start + i], int(label)) for i, label in enumerate(yb.tolist())]
-            for outcome in certify_batch(model, steps, Batch(xb, yb, lower, upper, outcomes, relu)):
+            work = Batch(xb, yb, lower, upper, outcomes, relu, inner_lower, inner_upper)
+            for outcome in certify_batch(model, steps, work, outward):
                 done.append(outcome)
                 if on_outcome is not None:
                     on_outcome(outcome)

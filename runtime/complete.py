@@ -28,6 +28,7 @@ from .certify import Batch, Step, falsify, least_margins
 from .context import AbstractContext
 from .domains.coeffs import Dense
 from .domains.element import margin_others
+from .domains.rounding import outward_rounding
 from .domains.symbolic import Backward, Symbolic, backsubstitute
 from .layers.activation import ReLU, crown_relaxation
 from .verification import exact_float
@@ -88,7 +89,7 @@ class BranchAndBound(Step):
             return
         queue = [Subdomain(float(root.lower.min()), 0, {}, 0)]
         scores = {0: root.scores[0]}
-        counter, proved = 1, float("inf")
+        counter, proved, undecided = 1, float("inf"), float("inf")
         while queue and time.perf_counter() < deadline:
             picked = [heapq.heappop(queue) for _ in range(min(self.batch, len(queue)))]
             children, leaves = [], []
@@ -107,10 +108,11 @@ class BranchAndBound(Step):
                     counter += 1
             for leaf in leaves:
                 verdict = exact_leaf(model, batch, i, leaf.signs, self.label)
-                if verdict is None:
-                    continue
-                if verdict <= 0:
+                if batch.outcomes[i].status == "falsified":
                     return
+                if verdict is None:  # neither proved nor refuted: the image cannot be verified
+                    undecided = min(undecided, leaf.bound)
+                    continue
                 proved = min(proved, verdict)
             if not children:
                 continue
@@ -128,11 +130,12 @@ class BranchAndBound(Step):
                 child.bound = least
                 scores[child.order] = bounded.scores[k]
                 heapq.heappush(queue, child)
-        if not queue:
+        if not queue and undecided == float("inf"):
             outcome.status, outcome.by = "verified", self.label
             outcome.margin = proved if proved != float("inf") else 0.0
         else:
-            batch.best[i] = max(float(batch.best[i]), queue[0].bound)
+            open_bound = min([undecided, *(domain.bound for domain in queue)])
+            batch.best[i] = max(float(batch.best[i]), open_bound)
 
     def _falsified(self, model: nn.Module, batch: Batch, i: int, bounded: Bounded) -> bool:
         """Runs the network on the subdomains' candidate points; a misclassified one falsifies image i."""
@@ -208,59 +211,78 @@ class BranchAndBound(Step):
 
 @torch.no_grad()
 def exact_leaf(model: nn.Module, batch: Batch, i: int, signs: dict[int, Tensor], by: str) -> float | None:
-    """The least margin of image i's subdomain `signs` (no unstable neuron left) by linear programming:
-    infinity where no input follows the splits; <= 0 after falsifying image i with the program's point;
-    None when the programs fail, or their point is no counterexample once the network runs on it."""
+    """Image i's subdomain `signs` (no unstable neuron left) decided by linear programs, one per margin:
+    the network is affine on the subdomain, its inputs in the box that satisfy the split constraints.
+
+    A program's minimiser at or below zero is run through the network: misclassified, it falsifies image
+    i (the margin is returned). Otherwise the programs' dual multipliers of the split constraints are the
+    multipliers of beta-CROWN: back-substituted with them (with the rounding of the surrounding domain),
+    the bound holds whatever the programs' own tolerances, and a positive one verifies the subdomain.
+    Returns infinity where no input satisfies the splits, None where nothing was decided."""
     from scipy.optimize import linprog
 
     lower, upper, y = batch.lower[i : i + 1], batch.upper[i : i + 1], batch.y[i : i + 1]
     splits = {k: v.unsqueeze(0) for k, v in signs.items()}
+    with outward_rounding(False):  # the programs' data; what they conclude is checked below
+        value = Symbolic.input(lower, upper, crown=True, splits=splits)
+        output = model.abstract(value, AbstractContext(training=False, relu=batch.relu))
+        if bool(output.analysis.infeasible[0]):
+            return float("inf")
+        nodes = {node.id: node for node in output.ancestors()}
+        constraints = []  # (ReLU output node, split neurons, -s a, s c) per split node
+        for node_id, sign in signs.items():
+            chosen = sign.flatten().nonzero().squeeze(1)
+            if chosen.numel() == 0:
+                continue
+            node = nodes[node_id]
+            eye = torch.zeros((1, chosen.numel(), node.shape[1:].numel()), dtype=lower.dtype)
+            eye[0, torch.arange(chosen.numel()), chosen] = 1
+            a, c = _affine(node, value, Dense(eye.reshape(1, chosen.numel(), *node.shape[1:])))
+            s = sign.flatten()[chosen].to(lower.dtype)
+            relu = next(n for n in nodes.values() if n.parents and n.parents[0].id == node_id)
+            constraints.append((relu, chosen, -(s[:, None] * a), s * c))  # s (a x + c) >= 0
+        rows = Dense(margin_others(y, output.shape[1], lower.dtype)[0])
+        objective, offset = _affine(output, value, rows)
+    a_ub = torch.cat([c[2] for c in constraints]).numpy() if constraints else None
+    b_ub = torch.cat([c[3] for c in constraints]).numpy() if constraints else None
+    bounds = list(zip(lower.flatten().tolist(), upper.flatten().tolist(), strict=True))
+    duals = []
+    for r in range(objective.shape[0]):
+        program = linprog(objective[r].numpy(), A_ub=a_ub, b_ub=b_ub, bounds=bounds, method="highs")
+        if program.status == 2:  # infeasible: no input follows the splits
+            return float("inf")
+        if program.status != 0:
+            return None
+        if float(program.fun) + float(offset[r]) <= 0:
+            point = torch.tensor(program.x, dtype=lower.dtype).reshape(lower.shape)
+            point = torch.maximum(
+                torch.minimum(point, batch.inner_upper[i : i + 1]), batch.inner_lower[i : i + 1]
+            )
+            margins = least_margins(model, point, y)
+            falsify(batch, torch.tensor([i]), point, margins, by)
+            return float(margins[0]) if batch.outcomes[i].status == "falsified" else None
+        duals.append(
+            torch.zeros(0) if a_ub is None else torch.tensor(-program.ineqlin.marginals).clamp(min=0)
+        )
+    # The certificate: beta-CROWN with the programs' multipliers, in the domain's own rounding.
     value = Symbolic.input(lower, upper, crown=True, splits=splits)
     output = model.abstract(value, AbstractContext(training=False, relu=batch.relu))
     if bool(output.analysis.infeasible[0]):
         return float("inf")
-    nodes = {node.id: node for node in output.ancestors()}
-    # Each split neuron's input as an affine function of the image: a row e_i back-substituted.
-    a_ub, b_ub = [], []
-    for node_id, sign in signs.items():
-        node = nodes[node_id]
-        chosen = sign.flatten().nonzero().squeeze(1)
-        if chosen.numel() == 0:
-            continue
-        eye = torch.zeros((1, chosen.numel(), node.shape[1:].numel()), dtype=lower.dtype)
-        eye[0, torch.arange(chosen.numel()), chosen] = 1
-        coefficients, constants = _affine(node, value, Dense(eye.reshape(1, chosen.numel(), *node.shape[1:])))
-        s = sign.flatten()[chosen].to(lower.dtype)
-        # s * (a x + c) >= 0  <=>  -s a x <= s c
-        a_ub.append(-(s[:, None] * coefficients))
-        b_ub.append(s * constants)
-    rows = Dense(margin_others(y, output.shape[1], lower.dtype)[0])
-    objective, offset = _affine(output, value, rows)
-    bounds = list(zip(lower.flatten().tolist(), upper.flatten().tolist(), strict=True))
-    least = float("inf")
-    for r in range(objective.shape[0]):
-        program = linprog(
-            objective[r].numpy(),
-            A_ub=torch.cat(a_ub).numpy() if a_ub else None,
-            b_ub=torch.cat(b_ub).numpy() if b_ub else None,
-            bounds=bounds,
-            method="highs",
-        )
-        if program.status == 2:  # infeasible: the splits leave no input
-            return float("inf")
-        if program.status != 0:
-            return None
-        value_r = float(program.fun) + float(offset[r])
-        if value_r <= 0:
-            point = torch.tensor(program.x, dtype=lower.dtype).reshape(lower.shape)
-            point = torch.maximum(torch.minimum(point, upper), lower)
-            margins = least_margins(model, point, y)
-            falsify(batch, torch.tensor([i]), point, margins, by)
-            if batch.outcomes[i].status == "falsified":
-                return float(margins[0])
-            return None  # the program's point is not a counterexample in floating point: undecided
-        least = min(least, value_r)
-    return least
+    how = Backward()
+    start = 0
+    relus = {n.parents[0].id: n for n in output.ancestors() if isinstance(n.layer, ReLU)}
+    for relu, chosen, *_ in constraints:
+        node = relus[relu.parents[0].id]
+        beta = torch.zeros((1, len(duals), *node.shape[1:]), dtype=lower.dtype)
+        for r, dual in enumerate(duals):
+            beta[0, r].view(-1)[chosen] = dual[start : start + len(chosen)].to(lower.dtype)
+        how.betas[node.id] = beta
+        how.signs[node.id] = splits[relu.parents[0].id].to(lower.dtype)
+        start += len(chosen)
+    proved = backsubstitute(output, rows, how)
+    least = float(proved.min())
+    return least if least > 0 else None
 
 
 def _affine(node: Symbolic, value: Symbolic, rows: Dense) -> tuple[Tensor, Tensor]:

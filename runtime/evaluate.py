@@ -15,7 +15,7 @@ import torch
 from torch import Tensor, nn
 
 from .attacks import mifgsm, pgd
-from .certify import Attack, Batch, Outcome, Step, cascade, certify_batch
+from .certify import Attack, Batch, Outcome, Step, balls, cascade, certify_batch
 from .verification import Domain, HBoxDomain
 
 
@@ -122,7 +122,10 @@ def evaluate(
             for start in range(0, len(y), size):
                 xb = x[start : start + size].to(device=device, dtype=dtype)
                 yb = y[start : start + size].to(device)
-                lower, upper = (xb - epsilon).clamp(min=a), (xb + epsilon).clamp(max=b)
+                if test.needs_float64:  # certification: boxes that contain the balls in exact arithmetic
+                    lower, upper = balls(xb, epsilon, value_range)[:2]
+                else:
+                    lower, upper = (xb - epsilon).clamp(min=a), (xb + epsilon).clamp(max=b)
                 passed += int(test.passed(net, xb, yb, lower, upper, relu).sum())
                 if progress:
                     progress(test.column, min(start + size, len(y)), len(y))

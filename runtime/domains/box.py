@@ -9,6 +9,9 @@ import torch
 from torch import Tensor
 
 from .element import Element, at_target
+from .rounding import Rounding, enclosing_radius, gamma, rounds_outward, underflow, unit
+from .rounding import down as round_down
+from .rounding import up as round_up
 
 if TYPE_CHECKING:
     from ..context import AbstractContext
@@ -17,17 +20,21 @@ if TYPE_CHECKING:
 class Box(Element):
     """The set ``{center + radius * b | b in [-1, 1]^shape}``; ``center`` and ``radius`` are ``(B, *F)``."""
 
-    __slots__ = ("center", "radius")
+    __slots__ = ("_magnitude", "center", "radius")
 
     def __init__(self, center: Tensor, radius: Tensor) -> None:
         if center.shape != radius.shape:
             raise ValueError(f"Box: center {tuple(center.shape)} and radius {tuple(radius.shape)} differ")
         self.center = center
         self.radius = radius
+        self._magnitude: Tensor | None = None  # outward rounding's running bound (see `magnitude`)
 
     @classmethod
     def from_bounds(cls, lower: Tensor, upper: Tensor) -> Box:
-        return cls((upper + lower) / 2, (upper - lower) / 2)
+        center = (upper + lower) / 2
+        if rounds_outward():
+            return cls(center, enclosing_radius(center, lower, upper))
+        return cls(center, (upper - lower) / 2)
 
     @property
     def shape(self) -> torch.Size:
@@ -46,16 +53,53 @@ class Box(Element):
         return self.center.dtype
 
     def lower(self) -> Tensor:
-        return self.center - self.radius
+        low = self.center - self.radius
+        return round_down(low) if rounds_outward() else low
 
     def upper(self) -> Tensor:
-        return self.center + self.radius
+        high = self.center + self.radius
+        return round_up(high) if rounds_outward() else high
 
     def bounds(self) -> tuple[Tensor, Tensor]:
         return self.lower(), self.upper()
 
     def through(self, layer: Any, ctx: AbstractContext) -> Element:
-        return layer.abstract_box(self, ctx)
+        out = layer.abstract_box(self, ctx)
+        if rounds_outward() and isinstance(out, Box):
+            rounding = layer.rounding(self)
+            if rounding is None:  # the same values, moved
+                out._magnitude = self._magnitude
+            else:
+                out = out.widened(rounding, self.magnitude())
+        return out
+
+    def magnitude(self) -> Tensor:
+        """``(B,)``: a bound of the largest ``|centre| + radius`` of each element (kept from `widened`,
+        else computed)."""
+        if self._magnitude is None:
+            self._magnitude = round_up((self.center.abs() + self.radius).flatten(1).amax(1))
+        return self._magnitude
+
+    def widened(self, rounding: Rounding, magnitude: Tensor) -> Box:
+        """The box with its radius grown by the rounding errors of the layer that made it, from an input
+        of the given magnitude (see `rounding`): the layer's sums' ``gamma(n) (gain M + |b|)``, and 4u of
+        ``|centre| + radius`` for its elementwise roundings. The factors 6u and ``1 + 4u`` (rather than 4u
+        and 1) cover the roundings of this very sum of non-negative terms, so no pass rounds it up after."""
+        dtype, u = self.dtype, unit(self.dtype)
+        m = magnitude.view(-1, *[1] * (self.center.dim() - 1))
+        slack = gamma(rounding.terms, dtype) * (rounding.gain * m + rounding.constant) + underflow(
+            rounding.terms, dtype
+        )
+        size = self.center.abs().add_(self.radius)
+        reach = size.flatten(1).amax(1)
+        radius = (
+            size.mul_(6 * u)
+            .add_(self.radius, alpha=1 + 4 * u)
+            .add_(slack * (1 + 4 * u) + underflow(0, dtype))
+        )
+        out = Box(self.center, radius)
+        out._magnitude = round_up((reach + slack.flatten(1).amax(1)) * (1 + 12 * u))
+        return out
 
     def centre(self) -> Tensor:
         return self.center
@@ -64,6 +108,10 @@ class Box(Element):
         flat = coeffs.flatten(2)
         low = torch.bmm(flat, self.center.flatten(1).unsqueeze(2)).squeeze(2)
         low = low - torch.bmm(flat.abs(), self.radius.flatten(1).unsqueeze(2)).squeeze(2)
+        if rounds_outward():
+            size = (self.center.abs() + self.radius).flatten(1).unsqueeze(2)
+            error = gamma(flat.shape[2] + 1, self.dtype) * torch.bmm(flat.abs(), size).squeeze(2)
+            low = round_down(low - round_up(error + underflow(flat.shape[2], self.dtype)))
         return low if bias is None else low + bias
 
     def margin_upper(self, target: Tensor) -> Tensor:
@@ -76,7 +124,10 @@ class Box(Element):
     def __add__(self, other: Box) -> Box:
         if not isinstance(other, Box):
             return NotImplemented
-        return Box(self.center + other.center, self.radius + other.radius)
+        total = Box(self.center + other.center, self.radius + other.radius)
+        if rounds_outward():
+            total = total.widened(Rounding(), torch.zeros_like(total.center[:, 0].flatten()))
+        return total
 
     @staticmethod
     def cat(values: Sequence[Box], dim: int = 1) -> Box:

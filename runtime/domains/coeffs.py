@@ -146,6 +146,18 @@ class Dense:
     def reshape(self, in_shape: Sequence[int]) -> Dense:
         return self._like(self.A.reshape(*self.A.shape[:2], *in_shape))
 
+    def l1(self) -> Tensor:
+        """``(G, S)``: each row's sum of |coefficients| (for bounding rounding errors)."""
+        return torch.linalg.vector_norm(self.A.flatten(2), 1, dim=2)  # no |A| copy: 3x faster
+
+    @property
+    def features(self) -> int:
+        return self.A[0, 0].numel()
+
+    def per_image(self, values: Tensor) -> Tensor:
+        """``values`` (``(B,)``, one per image) as ``(G, 1)``, each group's image's."""
+        return (values if self.image is None else values[self.image]).unsqueeze(1)
+
     def split(self, sizes: Sequence[int], dim: int) -> list[Dense]:
         """Rows on each part of a concatenation along feature dimension ``dim`` (1 = channels)."""
         return [self._like(part) for part in self.A.split(list(sizes), dim=dim + 1)]
@@ -324,6 +336,18 @@ class Patches:
         dense[index, rows, cols] = self.P.permute(0, 2, 3, 1)
         dense = dense[:, top : top + h, left : left + w].permute(0, 3, 1, 2)
         return Dense(dense.unsqueeze(1), self.image)
+
+    def l1(self) -> Tensor:
+        """``(R, 1)``: each row's sum of |coefficients|."""
+        return torch.linalg.vector_norm(self.P.flatten(1), 1, dim=1, keepdim=True)
+
+    @property
+    def features(self) -> int:
+        return self.P[0].numel()
+
+    def per_image(self, values: Tensor) -> Tensor:
+        """``values`` (``(B,)``, one per image) as ``(R, 1)``, each row's image's."""
+        return values[self.image].unsqueeze(1)
 
     def split(self, sizes: Sequence[int], dim: int) -> list[Patches] | list[Dense]:
         if dim != 1:

@@ -32,6 +32,8 @@ from torch import Tensor
 from .box import Box
 from .coeffs import Coeffs, Dense, Patches
 from .element import Element, margin_others, spread_margins
+from .rounding import enclosing_radius, rounds_outward
+from .rounding_ledger import RoundingLedger
 from .zonotope import HybridZonotope
 
 if TYPE_CHECKING:
@@ -90,7 +92,11 @@ class Analysis:
         fused: bool = False,
         splits: dict[int, Tensor] | None = None,
     ) -> None:
-        self.center, self.radius = (upper + lower) / 2, (upper - lower) / 2
+        self.center = (upper + lower) / 2
+        if rounds_outward():
+            self.radius = enclosing_radius(self.center, lower, upper)
+        else:
+            self.radius = (upper - lower) / 2
         self.crown = crown
         self.tighten = tighten
         self.fused = fused
@@ -382,38 +388,55 @@ def backsubstitute(
 ) -> Tensor:
     """``(B, S)``: lower bounds of the rows ``coeffs`` over ``start``'s neurons, moved back node by node to
     the input box (or, with ``until_nonlinear``, to the outputs of the last relaxing layers, bounded there
-    by their companions)."""
+    by their companions). With outward rounding a `RoundingLedger` follows the rows' rounding errors and
+    lowers the result by what they can cost."""
     how = how or Backward()
+    ledger = RoundingLedger() if rounds_outward() else None
     pending: dict[int, tuple[Symbolic, Coeffs]] = {start.id: (start, coeffs)}
     total: Tensor | None = None
     while pending:
         node, rows = pending.pop(max(pending))  # ids grow along the graph: every consumer comes first
+        error, norm = ledger.take(node, rows) if ledger else (0.0, None)
         if node.id in how.record:
             how.recorded[node.id] = rows
         if node.kind == "input":
             part: Tensor | None = rows.bound(node.analysis.center, node.analysis.radius)
+            if ledger:
+                ledger.at_input(rows, node.analysis.center, node.analysis.radius, error, norm)
         elif until_nonlinear and getattr(node.layer, "relaxes_input", False):
             part = node.concretize(rows)
+            if ledger:
+                ledger.at_companions(rows, node, error)
         elif node.kind == "layer":
             moved, part = node.layer.back_symbolic(rows, node, how)
+            if ledger:
+                ledger.at_layer(node, how, rows, moved, part is not None, error, norm)
             if moved is not None:
-                _send(pending, node.parents[0], moved)
-        elif node.kind == "add":
+                _send(pending, node.parents[0], moved, ledger)
+        else:  # "add" (every parent gets the rows) or "cat" (each parent its piece)
             part = None
-            for parent in node.parents:
-                _send(pending, parent, rows)
-        else:  # "cat"
-            part = None
-            sizes = [p.shape[node.dim] for p in node.parents]
-            for parent, piece in zip(node.parents, rows.split(sizes, node.dim), strict=True):
-                _send(pending, parent, piece)
+            if node.kind == "add":
+                pieces = [rows] * len(node.parents)
+            else:
+                pieces = rows.split([p.shape[node.dim] for p in node.parents], node.dim)
+            for parent, piece in zip(node.parents, pieces, strict=True):
+                if ledger:
+                    ledger.owe(parent, error)
+                _send(pending, parent, piece, ledger)
         if part is not None:
             total = part if total is None else total + part
+            if ledger:
+                ledger.added(total)
     assert total is not None
-    return total
+    return ledger.lowered(total) if ledger else total
 
 
-def _send(pending: dict[int, tuple[Symbolic, Coeffs]], node: Symbolic, rows: Coeffs) -> None:
+def _send(
+    pending: dict[int, tuple[Symbolic, Coeffs]], node: Symbolic, rows: Coeffs, ledger: RoundingLedger | None
+) -> None:
+    """Adds `rows` to what `node` is owed (the ledger told of the sum's rounding)."""
     if node.id in pending:
         rows = pending[node.id][1] + rows
+        if ledger:
+            ledger.merged(node, rows)
     pending[node.id] = (node, rows)

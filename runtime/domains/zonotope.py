@@ -33,6 +33,9 @@ from .box import Box
 from .element import Element, at_target
 from .fused import abs_sum_terms, split_terms, term_chunks
 from .local_terms import LocalTerms
+from .rounding import Rounding, enclosing_radius, gamma, rounds_outward, underflow, unit
+from .rounding import down as round_down
+from .rounding import up as round_up
 from .term_ids import DEAD, compact_union, drops_dead_terms, empty_ids, fresh_ids, union_layout
 
 if TYPE_CHECKING:
@@ -40,7 +43,7 @@ if TYPE_CHECKING:
 
 
 class HybridZonotope(Element):
-    __slots__ = ("_dense", "_local", "_onehot", "beta", "head", "ids")
+    __slots__ = ("_dense", "_local", "_magnitude", "_onehot", "beta", "head", "ids")
 
     def __init__(
         self,
@@ -83,6 +86,7 @@ class HybridZonotope(Element):
         self._local = local
         self._onehot = onehot
         self.ids = ids
+        self._magnitude: Tensor | None = None  # with outward rounding: a bound of `magnitude()`
 
     # ----------------------------------------------------------------------------------------------
     # construction
@@ -94,7 +98,10 @@ class HybridZonotope(Element):
 
     @classmethod
     def from_bounds(cls, lower: Tensor, upper: Tensor) -> HybridZonotope:
-        return cls((upper + lower) / 2, (upper - lower) / 2)
+        center = (upper + lower) / 2
+        if rounds_outward():
+            return cls(center, enclosing_radius(center, lower, upper))
+        return cls(center, (upper - lower) / 2)
 
     @classmethod
     def exact_from_bounds(cls, lower: Tensor, upper: Tensor) -> HybridZonotope:
@@ -215,20 +222,53 @@ class HybridZonotope(Element):
         return total
 
     def lower(self) -> Tensor:
-        return self.head - self.total_error()
+        return self.bounds()[0]
 
     def upper(self) -> Tensor:
-        return self.head + self.total_error()
+        return self.bounds()[1]
 
     def bounds(self) -> tuple[Tensor, Tensor]:
         err = self.total_error()
+        if rounds_outward():  # the sum of m + 1 magnitudes, then one subtraction each
+            err = round_up(err * (1 + gamma(self.m, self.dtype)) + underflow(self.m, self.dtype))
+            return round_down(self.head - err), round_up(self.head + err)
         return self.head - err, self.head + err
 
     def to_box(self) -> Box:
         return Box(self.head, self.total_error())
 
     def through(self, layer: Any, ctx: AbstractContext) -> Element:
-        return layer.abstract_hz(self, ctx)
+        out = layer.abstract_hz(self, ctx)
+        if rounds_outward() and isinstance(out, HybridZonotope):
+            rounding = layer.rounding(self)
+            if rounding is None:  # the same values, moved
+                out._magnitude = self._magnitude
+            else:
+                out = out.widened(rounding, self.magnitude())
+        return out
+
+    def magnitude(self) -> Tensor:
+        """``(B,)``: a bound of the largest ``|head| + beta + sum_j |e_j|`` (the running bound that outward
+        rounding keeps, else computed)."""
+        if self._magnitude is None:
+            lower, upper = self.bounds()
+            self._magnitude = round_up(torch.maximum(lower.abs(), upper.abs()).flatten(1).amax(1))
+        return self._magnitude
+
+    def widened(self, rounding: Rounding, magnitude: Tensor) -> HybridZonotope:
+        """The value with beta grown by the rounding errors of the layer that made it, from an input of
+        the given magnitude (see `rounding`): head, beta and every term each within ``gamma(n + 1)`` of
+        ``gain M + |constant|``; the output's magnitude, bounded alike, covers its elementwise rounding."""
+        dtype = self.dtype
+        m = magnitude.view(-1, *[1] * (self.head.dim() - 1))
+        largest = rounding.largest_gain() * magnitude + rounding.largest_constant()
+        slack = gamma(rounding.terms, dtype) * (rounding.gain * m + rounding.constant)
+        slack = slack + underflow(rounding.terms, dtype) + (4 * unit(dtype)) * largest.view_as(m)
+        out = self.replace(self.head, round_up(self.beta + slack), self._dense, self._onehot, self._local)
+        out._magnitude = round_up(
+            largest + slack.flatten(1).amax(1) if torch.is_tensor(slack) else largest + slack
+        )
+        return out
 
     def centre(self) -> Tensor:
         return self.head
@@ -241,6 +281,10 @@ class HybridZonotope(Element):
         if self.m:
             errors = self.errors.flatten(2)  # (m, B, n)
             low = low - torch.einsum("bsn,mbn->mbs", flat, errors).abs().sum(0)
+        if rounds_outward():  # sums of n products, then of m + 2 of those
+            size = (self.head.abs() + self.total_error()).flatten(1).unsqueeze(2)
+            error = gamma(flat.shape[2] + self.m + 2, self.dtype) * torch.bmm(flat.abs(), size).squeeze(2)
+            low = round_down(low - round_up(error + underflow(flat.shape[2] * (self.m + 1), self.dtype)))
         return low if bias is None else low + bias
 
     def margin_upper(self, target: Tensor) -> Tensor:
@@ -373,6 +417,12 @@ class HybridZonotope(Element):
     def __add__(self, other: HybridZonotope) -> HybridZonotope:
         if not isinstance(other, HybridZonotope):
             return NotImplemented
+        total = self._sum(other)
+        if rounds_outward():  # one addition per coefficient
+            total = total.widened(Rounding(), self.magnitude() + other.magnitude())
+        return total
+
+    def _sum(self, other: HybridZonotope) -> HybridZonotope:
         if self.shape != other.shape:
             raise ValueError(f"cannot add hybrid zonotopes of shapes {self.shape} and {other.shape}")
         head = self.head + other.head
@@ -418,12 +468,15 @@ class HybridZonotope(Element):
             placed.index_put_((dest, _batch_index(dest)), v.errors, accumulate=True)
             acc_errors.append(placed)
             acc_ids = ids
-        return HybridZonotope(
+        out = HybridZonotope(
             torch.cat([v.head for v in values], dim),
             torch.cat([v.beta for v in values], dim),
             torch.cat(acc_errors, dim + 1),
             acc_ids,
         )
+        if rounds_outward():  # concatenation is exact
+            out._magnitude = torch.stack([v.magnitude() for v in values]).amax(0)
+        return out
 
     def __repr__(self) -> str:
         return (

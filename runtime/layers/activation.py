@@ -12,6 +12,7 @@ from torch.autograd.function import once_differentiable
 from .. import native
 from ..context import AbstractContext
 from ..domains import Box, HybridZonotope
+from ..domains.rounding import Rounding, rounds_outward, unit
 from .base import AbstractMixin
 
 if TYPE_CHECKING:
@@ -130,17 +131,33 @@ def crown_relaxation(lower: Tensor, upper: Tensor) -> tuple[Tensor, Tensor, Tens
     """CROWN's linear relaxation of ``relu`` on ``[lower, upper]``: ``ls * x <= relu(x) <= us * x + ub``.
 
     Returns ``(ls, us, ub, unstable)``. Active neurons (``l >= 0``): ``ls = us = 1``, ``ub = 0``; dead ones
-    (``u <= 0``): all 0. An unstable one (``l < 0 < u``) has the chord ``us = u / (u - l)``, ``ub = -l us``
-    above, and below the line through 0 of slope 1 where ``u > -l``, else 0 (the adaptive choice of Zhang
-    et al. 2018, the smaller area); any slope in [0, 1] is sound there (alpha-CROWN optimises it).
+    (``u <= 0``): all 0 (both exact in floating point). An unstable one (``l < 0 < u``) has the chord
+    ``us = u / (u - l)``, ``ub = -l us`` above, and below the line through 0 of slope 1 where ``u > -l``,
+    else 0 (the adaptive choice of Zhang et al. 2018, the smaller area); any slope in [0, 1] is sound
+    there (alpha-CROWN optimises it). With outward rounding the intercept is raised until the line stays
+    above relu at both ends in exact arithmetic.
     """
-    low, up = lower.clamp(max=0), upper.clamp(min=0)
-    width = (up - low).clamp(min=torch.finfo(lower.dtype).tiny)  # 0 only where l = u = 0: us = 0 is exact
-    us = up / width
+    low, high = lower.clamp(max=0), upper.clamp(min=0)
+    width = (high - low).clamp(min=torch.finfo(lower.dtype).tiny)  # 0 only where l = u = 0: us = 0 is exact
+    us = high / width
     ub = -low * us
     unstable = (lower < 0) & (upper > 0)
+    if rounds_outward():
+        # The line must stay above relu at both ends in exact arithmetic for the slope us as rounded:
+        # ub >= -us l and ub >= u - us u. Computed, each is within 2u (-l + u) of the exact value (the
+        # second cancels: its error is relative to u, not to the result); 6u of it, and the smallest
+        # normal for underflow, cover that and the roundings of the sum.
+        room = (high - low) * (6 * unit(lower.dtype)) + torch.finfo(lower.dtype).tiny
+        ub = torch.where(unstable, torch.maximum(ub, high - high * us) + room, ub)
     ls = ((lower >= 0) | (unstable & (upper > -lower))).to(lower.dtype)
     return ls, us, ub, unstable
+
+
+def _largest_intercept(lower: Tensor, upper: Tensor) -> float:
+    """A bound of every upper intercept `crown_relaxation` gives on these bounds: each is below
+    ``max(-l, u)`` plus its room of ``8u (u - l)``, and ``u - l <= 2 max(-l, u)``."""
+    reach = max(-float(lower.amin()), float(upper.amax()), 0.0)
+    return reach * (1 + 16 * unit(lower.dtype)) + 2 * torch.finfo(lower.dtype).tiny
 
 
 class ReLU(AbstractMixin, nn.Module):
@@ -159,6 +176,10 @@ class ReLU(AbstractMixin, nn.Module):
         if ctx.relu == "deepz":
             return relu_deepz(x)
         return relu_hybrid(x)
+
+    def rounding(self, x) -> Rounding:
+        """Elementwise; back-substitution's constants are the upper lines' intercepts (slopes <= 1)."""
+        return Rounding(back_constant=lambda: _largest_intercept(*x.bounds()))
 
     def initial_slopes(self, node: Symbolic) -> Tensor:
         """CROWN's lower slopes at this ReLU's output ``node``: where alpha-CROWN starts."""

@@ -19,6 +19,7 @@ from .. import native
 from ..context import AbstractContext
 from ..domains import Box, HybridZonotope
 from ..domains.local_terms import LocalTerms
+from ..domains.rounding import Rounding
 from ..domains.zonotope import MAP_CHUNK_BYTES, map_terms
 from .base import AbstractMixin
 
@@ -184,6 +185,12 @@ class Normalize(AbstractMixin, nn.Module):
         std = self._per_channel(self.std, x.head).expand(x.shape).reshape(x.batch, -1)[0]
         return x.replace(head, beta, dense, onehot=(positions, values / std[positions]))
 
+    def rounding(self, x) -> Rounding:
+        """A subtraction and a division per neuron: within ``gamma(2)`` of ``(|x| + |mean|) / |std|``."""
+        per_channel = (-1, *[1] * (len(x.shape) - 2))
+        gain = 1 / self.std.abs().view(per_channel)
+        return Rounding(1, 0, gain, (self.mean.view(per_channel) * gain).abs())
+
     def back_symbolic(self, coeffs: Coeffs, node: Symbolic, how: Backward) -> tuple[Coeffs, Tensor]:
         """``A (x - mean) / std = (A / std) x - A mean / std``."""
         like = node.analysis.center.new_empty(node.shape)
@@ -260,6 +267,12 @@ class Conv2D(AbstractMixin, nn.Conv2d):
         stride, padding = self.stride, self.padding
         convolved = [p.conv2d(self.weight, stride, padding, out_hw) for p in parts]  # type: ignore[arg-type]
         return x.replace(head, beta, dense, local=LocalTerms.cat(convolved) if convolved else None)
+
+    def rounding(self, x) -> Rounding:
+        c_out, c_in, kh, kw = self.weight.shape
+        gain = self.weight.detach().abs().sum((1, 2, 3)).view(-1, 1, 1)
+        constant = 0.0 if self.bias is None else self.bias.detach().abs().view(-1, 1, 1)
+        return Rounding(c_in * kh * kw, c_out * kh * kw, gain, constant)
 
     def back_symbolic(self, coeffs: Coeffs, node: Symbolic, how: Backward) -> tuple[Coeffs, Tensor | None]:
         """The rows through the transposed convolution (the layer's own weight, no matrix); the bias
@@ -361,6 +374,11 @@ class Linear(AbstractMixin, nn.Linear):
         gathered = columns.t().reshape(k, b, -1) * values.unsqueeze(-1)  # (k, B, out)
         return x.replace(head, beta, torch.cat([dense, gathered], dim=0))
 
+    def rounding(self, x) -> Rounding:
+        gain = self.weight.detach().abs().sum(1)
+        constant = 0.0 if self.bias is None else self.bias.detach().abs()
+        return Rounding(self.in_features, self.out_features, gain, constant)
+
     def back_symbolic(self, coeffs: Coeffs, node: Symbolic, how: Backward) -> tuple[Coeffs, Tensor | None]:
         bias = None if self.bias is None else coeffs.dot(self.bias.view(1, -1))
         return coeffs.linear_back(self.weight, node.parents[0].shape[1:]), bias  # type: ignore[union-attr]
@@ -377,6 +395,9 @@ class Flatten(AbstractMixin, nn.Module):
 
     def abstract_box(self, x: Box, ctx: AbstractContext) -> Box:
         return Box(x.center.flatten(1), x.radius.flatten(1))
+
+    def rounding(self, x) -> None:
+        return None
 
     def abstract_hz(self, x: HybridZonotope, ctx: AbstractContext) -> HybridZonotope:
         # Pending one-hot terms index the flattened neurons already, so they stay pending.

@@ -8,6 +8,7 @@ from torch import Tensor, nn
 
 from ..context import AbstractContext
 from ..domains import Box, HybridZonotope, Value
+from ..domains.rounding import EXACT, Rounding
 
 if TYPE_CHECKING:
     from ..domains.coeffs import Coeffs
@@ -40,6 +41,11 @@ class AbstractMixin:
     def abstract_hz(self, x: HybridZonotope, ctx: AbstractContext) -> Value:
         raise NotImplementedError(f"{type(self).__name__} has no hybrid zonotope transformer")
 
+    def rounding(self, x: Any) -> Rounding | None:
+        """The layer's arithmetic on its input `x`, for bounding its rounding errors (`domains.rounding`):
+        by default elementwise, one rounding per output; None where the layer only moves values."""
+        return EXACT
+
     back_symbolic: Any = None
     """``back_symbolic(coeffs, node, how) -> (coeffs on the input, constant (B, S) or None)``: the rows
     ``coeffs`` over the layer's output ``node`` as rows over its input, for lower bounds (a layer without
@@ -61,6 +67,10 @@ class AbstractLayer(AbstractMixin, nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return x
+
+    def rounding(self, x: Any) -> Rounding | None:
+        """Correlating moves values into new terms unchanged: no arithmetic (decorrelating sums them)."""
+        return None
 
     def abstract(self, x: Value, ctx: AbstractContext) -> Value:
         if self.only_train and not ctx.training:

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from ..context import AbstractContext
 from ..domains import HybridZonotope
+from ..domains.rounding import Rounding
 from .base import AbstractLayer
+
+
+def _folding(x) -> Rounding:
+    """Folding terms into beta sums up to all of them per neuron."""
+    return Rounding(getattr(x, "m", 0))
 
 
 class DecorrelateAll(AbstractLayer):
@@ -15,6 +21,9 @@ class DecorrelateAll(AbstractLayer):
 
     def abstract_hz(self, x: HybridZonotope, ctx: AbstractContext) -> HybridZonotope:
         return x.concretize()
+
+    def rounding(self, x) -> Rounding:
+        return _folding(x)
 
 
 Concretize = DecorrelateAll
@@ -38,6 +47,9 @@ class DecorrelateMin(AbstractLayer):
     def abstract_hz(self, x: HybridZonotope, ctx: AbstractContext) -> HybridZonotope:
         keep = self.k if self.num_to_keep else x.m - self.k
         return x.decorrelate_min(keep)
+
+    def rounding(self, x) -> Rounding:
+        return _folding(x)
 
     def extra_repr(self) -> str:
         return f"k={self.k}, num_to_keep={self.num_to_keep}, only_train={self.only_train}"

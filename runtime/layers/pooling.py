@@ -12,6 +12,7 @@ from torch import Tensor, nn
 from ..context import AbstractContext
 from ..domains import Box, HybridZonotope
 from ..domains.coeffs import Dense
+from ..domains.rounding import Rounding
 from .affine import _pair, affine_box, affine_hz
 from .base import AbstractMixin
 
@@ -50,6 +51,11 @@ class AvgPool2D(AbstractMixin, nn.AvgPool2d):
 
     def abstract_hz(self, x: HybridZonotope, ctx: AbstractContext) -> HybridZonotope:
         return affine_hz(x, self._affine, self._abs)
+
+    def rounding(self, x) -> Rounding:
+        """Sums of ``kh kw`` terms of weight ``fl(1 / (kh kw))`` (one more rounding for the weight)."""
+        kh, kw = _pair(self.kernel_size)
+        return Rounding(kh * kw + 1, kh * kw + 1, 1.0, 0.0)
 
     def back_symbolic(self, coeffs: Coeffs, node: Symbolic, how: Backward) -> tuple[Coeffs, None]:
         """As the convolution of each channel with a constant kernel ``1 / (kh kw)`` (padding counted)."""
@@ -130,6 +136,12 @@ class MaxPool2D(AbstractMixin, nn.MaxPool2d):
         else:
             errors = x.errors.new_zeros((0, *out_shape))
         return x.replace(head.reshape(out_shape), beta.reshape(out_shape), errors)
+
+    def rounding(self, x) -> Rounding:
+        """Maxima are exact; back-substitution adds the coefficients of overlapping windows (at most
+        ``kh kw`` into one neuron) and, for rows kept below the upper bound, the largest upper bound."""
+        kh, kw = _pair(self.kernel_size)
+        return Rounding(0, kh * kw, back_constant=lambda: x.bounds()[1].abs().amax())
 
     def back_symbolic(self, coeffs: Coeffs, node: Symbolic, how: Backward) -> tuple[Coeffs | None, Tensor]:
         if not isinstance(coeffs, Dense):

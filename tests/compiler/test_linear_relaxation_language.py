@@ -99,8 +99,9 @@ def test_verify_takes_domains_as_the_language_writes_them(trained):
          "--domain", "AlphaCROWN(steps=3)", "--domain", "hbox"],
     )  # fmt: skip
     assert result.exit_code == 0, result.output
-    assert "Ver CROWN %" in result.output and "Ver AlphaCROWN(steps=3) %" in result.output
-    assert "Ver HBox %" in result.output
+    assert "cascade CROWN > AlphaCROWN(steps=3) > HBox" in result.output
+    for label in ("CROWN", "AlphaCROWN(steps=3)", "HBox"):
+        assert f"verified by {label} " in result.output
 
 
 @pytest.mark.parametrize(

@@ -36,7 +36,13 @@ def test_table2_goals_and_test_time_constructors():
     table2 = {"Point", "Normal", "Uniform", "IFGSM", "Box", "Mix", "Sub", "Sample", "BiSample"}
     assert goals == table2 | {"CROWNIBP"}
     assert [d.category for d in REGISTRY.lookup("Box")] == ["goal", "domain"]
-    assert {d.name for d in REGISTRY.of_category("domain")} == {"Box", "HBox", "CROWN", "AlphaCROWN"}
+    assert {d.name for d in REGISTRY.of_category("domain")} == {
+        "Box",
+        "HBox",
+        "CROWN",
+        "AlphaCROWN",
+        "BranchAndBound",
+    }
     sample = REGISTRY.lookup("Sample")[0]
     assert sample.forms == (("delta", "g_s", "g_t"), ("delta", "r", "g_s", "g_t"))
     assert "reference implementation" in REGISTRY.lookup("Lin")[0].doc
