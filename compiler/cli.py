@@ -498,23 +498,76 @@ def verify(ctx: click.Context, **options) -> None:
 @main.command()
 @click.argument("net", metavar="NET.net", type=click.Path(dir_okay=False))
 @click.option("--weights", required=True, type=click.Path(dir_okay=False), help="A checkpoint of `daic run`.")
+@click.option("--onnx", "onnx_path", type=click.Path(dir_okay=False), help="The ONNX file to write.")
 @click.option(
-    "--onnx", "onnx_path", required=True, type=click.Path(dir_okay=False), help="The ONNX file to write."
+    "--vnnlib",
+    "vnnlib_dir",
+    type=click.Path(),
+    help="A folder for one VNN-LIB property per test image (with --onnx, also instances.csv).",
 )
-@click.option("--dataset", help="The data set whose input shape to use (default: the checkpoint's).")
-def export(net: str, weights: str, onnx_path: str, dataset: str | None) -> None:
-    """Write the trained concrete network as ONNX (checked, and compared with onnxruntime)."""
-    from .run import RunError
-    from .weights import export_onnx, load_trained
+@click.option(
+    "--eps", type=click.FloatRange(min=0, min_open=True), help="Radius (default: the run's epsilon)."
+)
+@click.option("--dataset", help="The data set (default: the one the checkpoint was trained on).")
+@click.option("--data", "data_root", type=click.Path(file_okay=False), help="Folder of the data set's files.")
+@click.option("--download", is_flag=True, help="Fetch the data set into --data if it is not there.")
+@click.option("--limit", type=click.IntRange(min=1), help="Only the first N test images.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=60.0,
+    show_default=True,
+    help="Seconds per property, for instances.csv.",
+)
+def export(
+    net: str,
+    weights: str,
+    onnx_path: str | None,
+    vnnlib_dir: str | None,
+    eps: float | None,
+    dataset: str | None,
+    data_root: str | None,
+    download: bool,
+    limit: int | None,
+    timeout: float,
+) -> None:
+    """Write the trained concrete network as ONNX (checked, and compared with onnxruntime), and the
+    robustness of each test image as a VNN-LIB property, for the verifiers of VNN-COMP."""
+    from daic.runtime.data import DataError
 
+    from .lower import load_target
+    from .run import RunError
+    from .vnnlib import write_properties
+    from .weights import certified_epsilon, export_onnx, load_trained
+
+    if onnx_path is None and vnnlib_dir is None:
+        _fail("export: pass --onnx FILE, --vnnlib DIR, or both", 2)
     try:
-        model, _state, _decl, network = load_trained(net, weights, dataset)
-        difference = export_onnx(model, network.input_shape, Path(onnx_path))
+        model, state, decl, network = load_trained(net, weights, dataset)
+        if vnnlib_dir is not None:  # the data and the radius first: a mistake there writes nothing
+            epsilon = certified_epsilon(state, eps)
+            data = load_target(decl.target)().load(data_root, download)
+        if onnx_path is not None:
+            difference = export_onnx(model, network.input_shape, Path(onnx_path))
+            message = f"wrote {onnx_path} (onnx checker passed"
+            click.echo(
+                message
+                + (f"; onnxruntime matches PyTorch within {difference:.2g})" if difference >= 0 else ")")
+            )
+        if vnnlib_dir is not None:
+            n = min(limit or len(data.test_y), len(data.test_y))
+            images = data.test_x[:n].double().flatten(1).tolist()
+            written = write_properties(
+                Path(vnnlib_dir), images, data.test_y[:n].tolist(), decl.facts["classes"], epsilon,
+                data.value_range, f"the {decl.name} test set", None if onnx_path is None else Path(onnx_path),
+                timeout,
+            )  # fmt: skip
+            also = " and instances.csv" if onnx_path is not None else ""
+            click.echo(f"wrote {len(written)} VNN-LIB properties (eps {epsilon:g}){also} to {vnnlib_dir}")
     except RunError as exc:
         _report_run_error(exc)
-    message = f"wrote {onnx_path} (onnx checker passed"
-    message += f"; onnxruntime matches PyTorch within {difference:.2g})" if difference >= 0 else ")"
-    click.echo(message)
+    except DataError as exc:
+        _fail(str(exc), 2)
 
 
 def _fail(message: str, code: int = 1) -> None:

@@ -67,7 +67,7 @@ def verify(
     from .expressions import ExpressionError, check_expression
     from .lower import load_target, lower_value
     from .types import DOMAIN
-    from .weights import load_trained
+    from .weights import certified_epsilon, load_trained
 
     try:
         methods = [lower_value(check_expression(d, DOMAIN)) for d in dict.fromkeys(settings.domains)]
@@ -75,9 +75,7 @@ def verify(
         raise RunError(f"--domain: {exc}", exit_code=2) from None
     steps = cascade(methods, attack=settings.attack)
     model, state, data_decl, _network = load_trained(settings.net, settings.weights, settings.dataset)
-    epsilon = settings.eps if settings.eps is not None else state.get("epsilon")
-    if epsilon is None:
-        raise RunError("the checkpoint does not say its epsilon: pass --eps", exit_code=2)
+    epsilon = certified_epsilon(state, settings.eps)
     data = load_target(data_decl.target)().load(settings.data_root, settings.download)
     n = min(settings.limit or len(data.test_y), len(data.test_y))
     identity = {

@@ -82,6 +82,14 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else "no details"
 
 
+def certified_epsilon(state: Mapping[str, Any], given: float | None) -> float:
+    """The radius to certify: the one given, else the checkpoint's (the run's epsilon)."""
+    epsilon = given if given is not None else state.get("epsilon")
+    if epsilon is None:
+        raise RunError("the checkpoint does not say its epsilon: pass --eps", exit_code=2)
+    return float(epsilon)
+
+
 def load_trained(net_path: str, weights: str, dataset: str | None):
     """The lowered network with the checkpoint's weights, its checkpoint, and the data set declaration."""
     import torch
