@@ -99,6 +99,7 @@ class Step:
 
     label = ""
     complete = False
+    times_each = False  # whether `decide` adds each image's own seconds (else they share the step's)
 
     def decide(self, model: nn.Module, batch: Batch, pending: Tensor) -> None:
         """Settles what it can of the images ``pending`` (indices into the batch), in their outcomes."""
@@ -175,7 +176,8 @@ def certify_batch(
     model: nn.Module, steps: Sequence[Step], batch: Batch, outward: bool = True
 ) -> list[Outcome]:
     """Runs the cascade on one batch: misclassified images are falsified by themselves, then each step
-    sees the images still undecided. Every image's seconds are its share of each step it went through.
+    sees the images still undecided. Every image's seconds are its share of each step it went through (its
+    own time in a step that works image by image).
     With `outward`, bounds are rounded outward (`domains.rounding`): they hold in exact arithmetic."""
     with outward_rounding() if outward else nullcontext():
         return _certify_batch(model, steps, batch)
@@ -199,7 +201,8 @@ def _certify_batch(model: nn.Module, steps: Sequence[Step], batch: Batch) -> lis
             for i in pending.tolist():
                 outcomes[i].status, outcomes[i].by = "error", step.label
                 outcomes[i].message = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
-        _charge(outcomes, pending, time.perf_counter() - started)
+        if not step.times_each:
+            _charge(outcomes, pending, time.perf_counter() - started)
     for i, outcome in enumerate(outcomes):
         if outcome.status == "unknown" and bool(torch.isfinite(batch.best[i])):
             outcome.margin = float(batch.best[i])

@@ -58,6 +58,7 @@ class BranchAndBound(Step):
     """Branch and bound per image until it is verified, falsified, or `timeout` seconds pass (unknown)."""
 
     complete = True
+    times_each = True
 
     def __init__(
         self, timeout: float = 60.0, batch: int = 32, steps: int = 10, lr_alpha: float = 0.1,
@@ -74,6 +75,7 @@ class BranchAndBound(Step):
             started = time.perf_counter()
             with torch.no_grad(), exact_float():
                 self._search(model, batch, i, started + self.timeout)
+            batch.outcomes[i].seconds += time.perf_counter() - started
 
     # ----------------------------------------------------------------------------------------------
 

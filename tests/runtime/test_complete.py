@@ -4,6 +4,7 @@ activation pattern of small networks (a linear program per pattern), and the cas
 from __future__ import annotations
 
 import itertools
+import time
 
 import pytest
 import torch
@@ -106,7 +107,11 @@ def test_branch_and_bound_decides_what_crown_leaves_open():
     open_images = [i for i, o in enumerate(crown) if o.status == "unknown"]
     assert open_images, "the test needs images CROWN leaves undecided"
     steps = [Bounds(CROWNDomain()), BranchAndBound(timeout=30, batch=4, steps=0)]
+    started = time.perf_counter()
     outcomes = certify(net, steps, x[open_images], y[open_images], EPS, (0.0, 1.0))
+    # Each image's seconds are its own search's (the record reports them), not a share of the step's.
+    seconds = [o.seconds for o in outcomes]
+    assert sum(seconds) <= time.perf_counter() - started and len(set(seconds)) == len(seconds) > 1
     for outcome, i in zip(outcomes, open_images, strict=True):
         lower, upper = (x[i] - EPS).clamp(0, 1), (x[i] + EPS).clamp(0, 1)
         truth = exact_least_margin(net, lower, upper, int(y[i]))
