@@ -8,7 +8,8 @@ Sections (`--sections`; all by default, paper only on a GPU):
 - main: per network, at the paper's batch size, the median time of a training step (forward, loss,
   backward) of the plain network, of daic's Box (IBP) and hybrid zonotope (HZ) steps, and of auto_LiRPA's
   IBP and CROWN-IBP steps, interleaved within each repetition; the peak memory of each step; the ratios.
-- hbox: HBox certification (the exact input zonotope, float64) in images/s, against a batch-1 forward.
+- hbox: HBox certification (the exact input zonotope, float64) in images/s, against a batch-1 forward,
+  and its peak memory over a set of images larger than its batches.
 - crown: certification by CROWN and alpha-CROWN against auto_LiRPA's 'backward' and 'CROWN-Optimized' on
   the same images (see `crown.py`), and the peak memory of CROWN on one ResNet-Tiny image.
 - processes: seconds per epoch of `Trainer` with the Box goal in 1 and 2 data-parallel processes (torchrun,
@@ -96,6 +97,12 @@ def peak_child(name: str, method: str, device: torch.device) -> None:
 def peak(name: str, method: str, device: torch.device, threads: int) -> int:
     """Bytes of peak memory one step of `method` needs, measured in a fresh process: nothing left over
     from other steps (auto_LiRPA keeps its last bounds in its modules) may count or hide."""
+    return in_fresh_process(["--peak-child", f"{name}:{method}"], device, threads)["peak_bytes"]
+
+
+def in_fresh_process(child: list[str], device: torch.device, threads: int) -> dict:
+    """What a child of this script (`child`: its option and argument) prints as JSON, run in a fresh
+    process with glibc set to return freed memory at once, so that the resident set tracks live tensors."""
     env = {k: v for k, v in os.environ.items() if k not in W.MALLOC_TUNING}
     # glibc's mmap threshold rises after the first large free, and freed tensors stay resident after that;
     # fixed at 128 KiB it stays there, and the resident set tracks live tensors.
@@ -104,11 +111,11 @@ def peak(name: str, method: str, device: torch.device, threads: int) -> int:
         "MALLOC_TRIM_THRESHOLD_": "131072",
         "BENCH_THREADS": str(threads),
     }
-    command = [sys.executable, __file__, "--device", str(device), "--peak-child", f"{name}:{method}"]
+    command = [sys.executable, __file__, "--device", str(device), *child]
     done = subprocess.run(command, capture_output=True, text=True, env=env)
     if done.returncode:
-        raise RuntimeError(f"measuring the peak memory of {method} on {name} failed:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])["peak_bytes"]
+        raise RuntimeError(f"measuring the peak memory of {' '.join(child)} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 # --- sections -------------------------------------------------------------------------------------------
@@ -190,7 +197,10 @@ def main_section(
     )
 
 
-def hbox_section(nets: list[str], device: torch.device, images: int, reps: int) -> None:
+def hbox_section(
+    nets: list[str], device: torch.device, images: int, reps: int, peak_nets: list[str], peak_images: int,
+    threads: int,
+) -> None:  # fmt: skip
     rows = []
     for name in nets:
         r = W.hbox_certification(name, images, reps, device)
@@ -208,6 +218,16 @@ def hbox_section(nets: list[str], device: torch.device, images: int, reps: int) 
         f"HBox certification (float64), {images} random images per run, median of {reps} runs",
         ["network", "images/s", "s/image", "batch-1 forward ms", "HBox / forward", "images per batch"],
         rows,
+    )
+    peaks = []
+    for name in peak_nets:
+        r = in_fresh_process(["--hbox-peak-child", f"{name}:{peak_images}"], device, threads)
+        peaks.append([name, str(peak_images), str(r["batch"]), f"{r['peak_bytes'] / 2**20:.0f}"])
+    memory = "peak allocated MiB" if device.type == "cuda" else "peak RSS growth MiB"
+    show(
+        f"HBox certification's peak memory, {peak_images} random images in batches planned for 2 GiB",
+        ["network", "images", "images per batch", memory],
+        peaks,
     )
 
 
@@ -485,6 +505,8 @@ def main() -> None:
     parser.add_argument("--hbox-nets", default="convsmall,convbig,resnettiny,resnettiny_fewcombo")
     parser.add_argument("--hbox-images", type=int, default=4)
     parser.add_argument("--hbox-reps", type=int, default=3)
+    parser.add_argument("--hbox-peak-nets", default="convsmall,convbig", help="HBox's peak memory measured")
+    parser.add_argument("--hbox-peak-images", type=int, default=256)
     parser.add_argument("--crown-nets", default="convsmall,convbig", help="initialised networks certified")
     parser.add_argument("--crown-images", type=int, default=20)
     parser.add_argument("--crown-peak-net", default="resnettiny")
@@ -500,6 +522,7 @@ def main() -> None:
     parser.add_argument("--peak-child", help=argparse.SUPPRESS)
     parser.add_argument("--ddp-child", help=argparse.SUPPRESS)
     parser.add_argument("--crown-peak-child", help=argparse.SUPPRESS)
+    parser.add_argument("--hbox-peak-child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     peer = None if lirpa.available() else "not installed"
     if args.no_lirpa and peer is None:
@@ -510,6 +533,10 @@ def main() -> None:
     if args.peak_child:
         name, method = args.peak_child.split(":")
         return peak_child(name, method, torch.device(args.device))
+    if args.hbox_peak_child:
+        name, images = args.hbox_peak_child.split(":")
+        torch.set_num_threads(int(os.environ.get("BENCH_THREADS", "1")))
+        return print(json.dumps(W.hbox_peak(name, int(images), torch.device(args.device))))
     if args.ddp_child:
         return ddp_child(args.ddp_child, args.ddp_steps)
     if args.crown_peak_child:
@@ -523,7 +550,7 @@ def main() -> None:
     if unknown:
         parser.error(f"unknown sections {sorted(unknown)}; choose from {', '.join(SECTIONS)}")
     split = lambda text: [item for item in text.split(",") if item]  # noqa: E731
-    for option in ("nets", "hbox_nets", "ddp_nets", "crown_nets"):
+    for option in ("nets", "hbox_nets", "hbox_peak_nets", "ddp_nets", "crown_nets"):
         unknown = set(split(getattr(args, option))) - set(W.WORKLOADS)
         if unknown:
             flag = "--" + option.replace("_", "-")
@@ -558,7 +585,8 @@ def main() -> None:
     if "main" in sections:
         main_section(split(args.nets), device, args.reps, args.crown_reps, args.threads, peer)
     if "hbox" in sections:
-        hbox_section(split(args.hbox_nets), device, args.hbox_images, args.hbox_reps)
+        hbox_section(split(args.hbox_nets), device, args.hbox_images, args.hbox_reps,
+                     split(args.hbox_peak_nets), args.hbox_peak_images, args.threads)  # fmt: skip
     if "crown" in sections:
         crown_section(
             split(args.crown_nets),

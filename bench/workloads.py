@@ -176,6 +176,20 @@ def hbox_certification(name: str, images: int, reps: int, device: torch.device) 
     return {"per_image_s": per_image, "forward_s": fwd, "ratio": per_image / fwd, "batch": batch}
 
 
+def hbox_peak(name: str, images: int, device: torch.device) -> dict[str, int]:
+    """Peak memory of HBox certification of `images` random images as `evaluate` runs it (in batches that
+    its planner sizes to a 2 GiB budget), over the float64 network and the images."""
+    exact = build(name).to(device).eval().double()
+    x, y = (t.to(device) for t in inputs(name, images, seed=1))
+    eps = WORKLOADS[name].epsilon
+
+    def make() -> Step:
+        return lambda: evaluate(exact, [Verify(HBoxDomain())], x, y, eps, (0.0, 1.0), batch=images)
+
+    batch = Verify(HBoxDomain()).batch_size(exact, WORKLOADS[name].shape, images)
+    return {"peak_bytes": peak_bytes(make, device, calls=1), "batch": batch}
+
+
 def _status_kib(field: str) -> int:
     with open("/proc/self/status") as status:
         for line in status:

@@ -479,7 +479,8 @@ def verify(ctx: click.Context, **options) -> None:
         summary = certify_test_set(settings, group, display.update)
     except KeyboardInterrupt:
         display.close()
-        click.echo(f"daic: interrupted; what was certified is in {out}: continue with --resume", err=True)
+        kept = f"what was certified is in {out}" if out.exists() else "no image was decided yet"
+        click.echo(f"daic: interrupted; {kept}: continue with --resume", err=True)
         _leave(group, 130)
     except RunError as exc:
         display.close()

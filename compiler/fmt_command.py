@@ -29,8 +29,9 @@ def unified_diff(before: str, after: str, path: str) -> str:
 
 
 def _lines(text: str) -> list[str]:
-    """The text's lines, each with its line break, split where daic ends lines (`\\r\\n`, `\\r`, `\\n`)."""
-    return [line for line in re.split(r"(?<=\n)|(?<=\r)(?!\n)", text) if line]
+    """The text's lines as `patch` and `git apply` count them, each with its `\\n`: they end lines at
+    `\\n` only, so a lone `\\r` (a line end to daic) stays inside a patch line."""
+    return [line for line in re.split(r"(?<=\n)", text) if line]
 
 
 def write_atomically(path: str, text: str) -> None:

@@ -90,13 +90,22 @@ class Box(Element):
         slack = gamma(rounding.terms, dtype) * (rounding.gain * m + rounding.constant) + underflow(
             rounding.terms, dtype
         )
-        size = self.center.abs().add_(self.radius)
-        reach = size.flatten(1).amax(1)
-        radius = (
-            size.mul_(6 * u)
-            .add_(self.radius, alpha=1 + 4 * u)
-            .add_(slack * (1 + 4 * u) + underflow(0, dtype))
-        )
+        if rounding.terms == 0:
+            # Elementwise (ReLU, max pooling): each output's |centre| + radius is at most gain M + |b| (what
+            # gain and constant mean), a few roundings aside; that bound stands in for the elements' own,
+            # which saves the passes that find them.
+            bound = (rounding.largest_gain() * magnitude + rounding.largest_constant()) * (1 + 8 * u)
+            reach = bound + underflow(0, dtype)
+            extra = reach.view_as(m) * (6 * u) + slack * (1 + 4 * u) + underflow(0, dtype)
+            radius = torch.add(extra, self.radius, alpha=1 + 4 * u)
+        else:
+            size = self.center.abs().add_(self.radius)
+            reach = size.flatten(1).amax(1)
+            radius = (
+                size.mul_(6 * u)
+                .add_(self.radius, alpha=1 + 4 * u)
+                .add_(slack * (1 + 4 * u) + underflow(0, dtype))
+            )
         out = Box(self.center, radius)
         out._magnitude = round_up((reach + slack.flatten(1).amax(1)) * (1 + 12 * u))
         return out
@@ -125,8 +134,8 @@ class Box(Element):
         if not isinstance(other, Box):
             return NotImplemented
         total = Box(self.center + other.center, self.radius + other.radius)
-        if rounds_outward():
-            total = total.widened(Rounding(), torch.zeros_like(total.center[:, 0].flatten()))
+        if rounds_outward():  # elementwise: each sum's |centre| + radius is at most the two magnitudes'
+            total = total.widened(Rounding(), self.magnitude() + other.magnitude())
         return total
 
     @staticmethod

@@ -12,6 +12,7 @@ from torch.autograd.function import once_differentiable
 from .. import native
 from ..context import AbstractContext
 from ..domains import Box, HybridZonotope
+from ..domains.coeffs import Dense
 from ..domains.rounding import Rounding, rounds_outward, unit
 from .base import AbstractMixin
 
@@ -193,5 +194,5 @@ class ReLU(AbstractMixin, nn.Module):
         moved, constant = coeffs.relaxed(ls, us, ub)
         split = how.split_term(node)
         if split is not None:  # beta-CROWN: the split constraints, weighed into the rows
-            moved = moved + type(moved)(split)  # type: ignore[call-arg]
+            moved = moved + Dense(split)  # rows of either kind add a dense term
         return moved, constant

@@ -188,6 +188,14 @@ def test_check_goes_on_past_a_file_it_cannot_read(tmp_path, monkeypatch):
     assert any(name == "bad.dai" and code == "E101" for name, code, _ in found)
 
 
+def git_head() -> str | None:
+    """The commit of daic's checkout, asked of git here (None outside a repository, as in an sdist)."""
+    done = subprocess.run(
+        ["git", "-C", str(Path(__file__).parent), "rev-parse", "HEAD"], capture_output=True, text=True
+    )
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
 def test_version_names_what_daic_runs_on_without_importing_torch():
     code = (
         "import sys; from daic.compiler.cli import main\n"
@@ -202,7 +210,8 @@ def test_version_names_what_daic_runs_on_without_importing_torch():
     import torch
 
     lines = done.stdout.splitlines()
-    assert lines[0].startswith("daic 0.1.0")
+    commit = git_head()
+    assert lines[0] == ("daic 0.1.0" + (f" (git {commit[:12]})" if commit else ""))
     cuda = f"CUDA {torch.version.cuda}" if torch.version.cuda else "no CUDA"
     assert lines[1] == f"Python {platform.python_version()}, torch {version('torch')}, {cuda}"
     assert lines[2].startswith(f"host {platform.node()} (")
@@ -269,6 +278,21 @@ def test_fmt_diff_of_a_file_without_a_final_newline_is_a_patch_that_applies(tmp_
     done = subprocess.run(["patch", str(source), str(tmp_path / "fmt.diff")], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
     assert source.read_text() == "ReLU\nLinear out=10\n"
+
+
+@pytest.mark.parametrize(
+    "text", ["let a  =  Box  # x\rlet b = a\n", "let a  =  Box\rlet b = a", "let a = 1\r\nlet b  = a\r\n"]
+)
+def test_fmt_diff_with_carriage_returns_is_a_patch_that_applies(tmp_path, text):
+    """daic ends lines at a lone \\r; `patch` does not, and the diff is made in its lines."""
+    source = tmp_path / "a.dai"
+    source.write_bytes(text.encode())
+    result = run("fmt", "--diff", source)
+    assert result.exit_code == 1
+    (tmp_path / "fmt.diff").write_bytes(result.stdout_bytes)  # as written: CliRunner.stdout folds \r\n
+    done = subprocess.run(["patch", str(source), str(tmp_path / "fmt.diff")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert run("fmt", "--check", source).exit_code == 0
 
 
 def test_fmt_formats_the_target_of_a_symbolic_link_and_keeps_the_link(tmp_path):

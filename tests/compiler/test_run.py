@@ -4,11 +4,13 @@ run folder, and an interrupted run resumes to exactly the numbers of an uninterr
 import json
 import math
 import os
+import platform
 import signal
 import subprocess
 import sys
 import time
 from importlib import resources
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
@@ -26,6 +28,7 @@ from daic.runtime.data import TensorData
 from daic.runtime.trainer import Trainer
 
 from .narrow import narrowed
+from .test_cli import git_head
 
 STDLIB = Path(str(resources.files("daic.stdlib")))
 SCHEMES = Program().check_text((STDLIB / "schemes.dai").read_text(), str(STDLIB / "schemes.dai"))
@@ -290,6 +293,13 @@ def test_seed_and_threads_come_from_the_command_line_and_are_recorded(tiny_schem
     assert result.exit_code == 0, result.output
     record = json.loads((out / "run.json").read_text())
     assert (record["seed"], record["threads"], record["OMP_NUM_THREADS"]) == (7, 2, "2")
+    versions = record["versions"]
+    assert (versions["daic"], versions["python"], versions["torch"], versions["host"]) == (
+        "0.1.0", platform.python_version(), version("torch"), platform.node()
+    )  # fmt: skip
+    assert (
+        versions["daic_commit"] == git_head() and record["sources_commit"] is None
+    )  # tmp_path: no repository
     assert torch.load(out / "checkpoint.pt", weights_only=True)["seed"] == 7
     result = CliRunner().invoke(
         main, ["run", str(tiny_scheme), "--out", str(out), "--epochs", "2", "--resume"]

@@ -92,6 +92,21 @@ def test_an_interrupted_certification_resumes_to_the_uninterrupted_record(weight
     assert without_seconds(rows(cut)) == without_seconds(rows(whole))
 
 
+def test_an_interruption_before_the_first_image_says_so_and_resumes(weights, tmp_path, monkeypatch):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    out = tmp_path / "cut.jsonl"
+    monkeypatch.setattr(certify_module, "certify_batch", interrupted)
+    result = verify(weights, out)
+    assert result.exit_code == 130
+    assert result.stderr == "daic: interrupted; no image was decided yet: continue with --resume\n"
+    monkeypatch.undo()
+    result = verify(weights, out, "--resume")
+    assert result.exit_code == 0, result.output
+    assert len(rows(out)) == 150
+
+
 def test_resume_refuses_the_record_of_another_certification(weights, tmp_path):
     out = tmp_path / "r.jsonl"
     assert verify(weights, out).exit_code == 0
