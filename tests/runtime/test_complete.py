@@ -132,6 +132,27 @@ def test_a_search_past_its_time_limit_is_unknown_with_a_sound_lower_bound():
         assert (outcome.status == "verified") == (truth > 0)
 
 
+def test_an_attack_before_the_search_falsifies_what_the_root_bound_leaves_open():
+    """Without an attack in the cascade and with no time to search, the images whose balls hold a
+    counterexample are falsified by the attack branch and bound runs first, at a point the network
+    misclassifies; none of the others is."""
+    net = blob_network(2)
+    x = torch.rand(30, 2, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    with torch.no_grad():
+        y = net(x).argmax(1)
+    outcomes = certify(net, [BranchAndBound(timeout=1e-9)], x, y, 0.15, (0.0, 1.0))
+    truths = [
+        exact_least_margin(net, (p - 0.15).clamp(0, 1), (p + 0.15).clamp(0, 1), int(t))
+        for p, t in zip(x, y, strict=True)
+    ]
+    falsified = [o.status == "falsified" for o in outcomes]
+    assert sum(falsified) >= 3, "the test needs images with counterexamples"
+    assert falsified == [t < -1e-3 for t in truths]  # every clear counterexample is found, and only those
+    for o, truth in zip(outcomes, truths, strict=True):
+        if o.status == "falsified":
+            assert o.by == "BranchAndBound(timeout=1e-09)" and truth - 1e-9 <= o.margin <= 0
+
+
 def test_only_a_misclassified_point_inside_the_box_falsifies():
     lower, upper = torch.zeros(2, 2, dtype=torch.float64), torch.ones(2, 2, dtype=torch.float64)
     outcomes = [Outcome(0, 0), Outcome(1, 0)]
