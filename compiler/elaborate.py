@@ -377,6 +377,17 @@ class Elaborator:
         kind, value = self.check(expr, param.type)
         if kind != ANY and not self.check_range(param, value, expr):
             return UNKNOWN
+        several = _several_abstractions(value) if param.abstractions == "one" else None
+        if several is not None:
+            found = describe(value)
+            trains = "several" if found == several else f"the several of the `{several}` inside it"
+            self.report(
+                C.TYPE_MISMATCH,
+                f"`{param.name}` takes a goal of one abstraction; `{found}` trains on {trains}",
+                expr.span,
+                hint=f"give `{param.name}` one of the `{several}`'s goals, or put the `{several}` outside",
+            )
+            return UNKNOWN
         return value
 
     def missing(
@@ -450,6 +461,17 @@ class Elaborator:
                 )
                 return False
         return True
+
+
+def _several_abstractions(value: object) -> str | None:
+    """The name of the goal that makes `value` train on several abstractions (a `Mix`, or a goal that hands
+    one's parts on, such as `Sub`), or None when it has one."""
+    if not isinstance(value, Built):
+        return None
+    if value.decl.several:
+        return value.decl.name
+    passed = (value.args.get(p.name) for p in value.decl.params if p.abstractions == "passed")
+    return next((found for found in map(_several_abstractions, passed) if found), None)
 
 
 def _misordered(call: A.Call) -> bool:

@@ -36,6 +36,9 @@ class Param:
     subscript: bool = False  # the paper writes it as a subscript: `IFGSM_3` is `IFGSM(3)`
     lower_as: str | None = None  # the runtime's keyword for it, where that differs from `name`
     reached: bool = False  # a value its schedule takes: held to the range of the field given the schedule
+    # Goals only: "one" where the runtime takes the goal's single abstraction (a Mix there has two),
+    # "passed" where it hands the goal's parts on unchanged (a Mix there stays a Mix).
+    abstractions: str | None = None
 
     @property
     def required(self) -> bool:
@@ -91,6 +94,8 @@ class Constructor:
     # the input does not fit), and the number of trainable parameters.
     shape: Callable[[tuple[int, ...], Mapping[str, object]], tuple[int, ...]] | None = None
     count_params: Callable[[tuple[int, ...], Mapping[str, object]], int] | None = None
+    # Goals only: whether the goal trains on several abstractions (Mix), so that it has no single one.
+    several: bool = False
 
     def param(self, name: str) -> Param | None:
         return next((p for p in self.params if p.name == name), None)

@@ -10,15 +10,18 @@ box before handing it to the goal they wrap. Every float parameter may be a sche
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .attacks import ifgsm
 from .data import to_device
 from .domains import Element as AbstractElement
-from .domains import HybridZonotope, Symbolic
+from .domains import HybridZonotope, Symbolic, Value
+from .losses import margin_upper, worst_case_loss
 from .schedules import ScheduleLike, as_schedule
 
 Element = Tensor | AbstractElement
@@ -36,8 +39,18 @@ class GoalEnv:
 
 
 @dataclass
+class Joint:
+    """Two abstractions trained by one loss of both networks' outputs (`combine(first, second, target)`,
+    a number for the batch): the losses of De Palma et al. (ICLR 2024) that are not a weighted sum."""
+
+    first: Element
+    second: Element
+    combine: Callable[[Value, Value, Tensor], Tensor]
+
+
+@dataclass
 class Part:
-    value: Element
+    value: Element | Joint
     weight: float
 
 
@@ -142,6 +155,53 @@ class Mix(Goal):
 
     def __repr__(self) -> str:
         return f"Mix({self.g1!r}, {self.g2!r}, {self.weight!r})"
+
+
+class CCMix(Goal):
+    """One cross-entropy on the convex combination (1 - weight) * m_g1 + weight * m_g2 of both goals'
+    bounds of the margins (CC-IBP)."""
+
+    def __init__(self, g1: Goal, g2: Goal, weight: ScheduleLike) -> None:
+        self.g1, self.g2, self.weight = g1, g2, as_schedule(weight)
+
+    def alpha(self, lower, upper, env):
+        raise ValueError("CCMix has two abstractions; it cannot stand inside Sub, Sample or BiSample")
+
+    def parts(self, lower, upper, env):
+        a = self.weight(env.t)
+
+        def combine(first: Value, second: Value, target: Tensor) -> Tensor:
+            # margin_upper bounds y_j - y_t from above (0 at t): the worst-case logits, shifted by y_t.
+            mixed = (1 - a) * margin_upper(first, target) + a * margin_upper(second, target)
+            return F.cross_entropy(mixed, target)
+
+        return [Part(Joint(self.g1.alpha(lower, upper, env), self.g2.alpha(lower, upper, env), combine), 1.0)]
+
+    def __repr__(self) -> str:
+        return f"CCMix({self.g1!r}, {self.g2!r}, {self.weight!r})"
+
+
+class ExpMix(Goal):
+    """The product of powers loss_g1 ** (1 - weight) * loss_g2 ** weight of the goals' batch losses
+    (Exp-IBP)."""
+
+    def __init__(self, g1: Goal, g2: Goal, weight: ScheduleLike) -> None:
+        self.g1, self.g2, self.weight = g1, g2, as_schedule(weight)
+
+    def alpha(self, lower, upper, env):
+        raise ValueError("ExpMix has two abstractions; it cannot stand inside Sub, Sample or BiSample")
+
+    def parts(self, lower, upper, env):
+        a = self.weight(env.t)
+
+        def combine(first: Value, second: Value, target: Tensor) -> Tensor:
+            losses = worst_case_loss(first, target).mean(), worst_case_loss(second, target).mean()
+            return losses[0] ** (1 - a) * losses[1] ** a
+
+        return [Part(Joint(self.g1.alpha(lower, upper, env), self.g2.alpha(lower, upper, env), combine), 1.0)]
+
+    def __repr__(self) -> str:
+        return f"ExpMix({self.g1!r}, {self.g2!r}, {self.weight!r})"
 
 
 def _scaled(lower: Tensor, upper: Tensor, delta: float) -> tuple[Tensor, Tensor]:

@@ -24,8 +24,9 @@ from torch import Tensor, nn
 from .context import AbstractContext
 from .data import TensorData, augment
 from .distributed import GlobalDraws, Group, evaluation_share, gather, local_batch, shard
+from .domains import Element
 from .evaluate import evaluate
-from .goals import GoalEnv, schedule_values
+from .goals import GoalEnv, Joint, schedule_values
 from .losses import worst_case_loss
 from .schedules import as_schedule
 from .scheme import Scheme
@@ -99,6 +100,10 @@ class LossModule(nn.Module):
         with torch.autocast(x.device.type, dtype=self.amp_dtype):
             return self.model(x).float()
 
+    def output(self, value: Tensor | Element, ctx: AbstractContext) -> Tensor | Element:
+        """The network's output for a point (logits) or an abstract element."""
+        return self.concrete(value) if isinstance(value, Tensor) else self.model.abstract(value, ctx)
+
     def forward(
         self, x: Tensor, y: Tensor, t: float, generator: torch.Generator, draws: GlobalDraws | None = None
     ) -> Tensor:
@@ -113,7 +118,10 @@ class LossModule(nn.Module):
         ctx = AbstractContext(training=True, t=t, relu=self.scheme.relu)
         total = x.new_zeros(())
         for part in parts:
-            if isinstance(part.value, Tensor):
+            if isinstance(part.value, Joint):
+                first, second = (self.output(v, ctx) for v in (part.value.first, part.value.second))
+                part_loss = part.value.combine(first, second, y)
+            elif isinstance(part.value, Tensor):
                 part_loss = F.cross_entropy(self.concrete(part.value), y)
             else:
                 part_loss = worst_case_loss(self.model.abstract(part.value, ctx), y).mean()

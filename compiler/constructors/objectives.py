@@ -9,8 +9,8 @@ RT_GOALS = "daic.runtime.goals:"
 RT_SCHEDULES = "daic.runtime.schedules:"
 
 
-def _goal(name, doc, *params, forms=()):
-    return Constructor(name, "goal", GOAL, tuple(params), doc, RT_GOALS + name, forms=forms)
+def _goal(name, doc, *params, forms=(), several=False):
+    return Constructor(name, "goal", GOAL, tuple(params), doc, RT_GOALS + name, forms=forms, several=several)
 
 
 DECLARATIONS = [
@@ -50,16 +50,38 @@ DECLARATIONS = [
         "Mix",
         "The Cartesian product of two goals' abstractions, each propagated once; the loss is "
         "(1 - weight) * loss_g1 + weight * loss_g2 (Table 2).",
-        Param("g1", GOAL, doc="The first goal."),
-        Param("g2", GOAL, doc="The second goal."),
+        Param("g1", GOAL, doc="The first goal.", abstractions="passed"),
+        Param("g2", GOAL, doc="The second goal.", abstractions="passed"),
         Param("weight", SCHEDULE, doc="lambda, the weight of g2's loss.", low=0, high=1),
+        several=True,
+    ),
+    _goal(
+        "CCMix",
+        "CC-IBP (De Palma et al., ICLR 2024): one cross-entropy on the convex combination (1 - weight) * "
+        "m_g1 + weight * m_g2 of the two goals' upper bounds m of the logit differences y_j - y_t (at a "
+        "point, the differences themselves). The paper's CC-IBP is CCMix(IFGSM(1), Box, alpha) with its "
+        "attack (one step of 10 eps from a random start, clipped to the ball) in place of IFGSM(1); MTL-IBP, "
+        "a convex combination of the two losses, is Mix(IFGSM(1), Box, alpha).",
+        Param("g1", GOAL, doc="The first goal (the paper's adversarial point).", abstractions="one"),
+        Param("g2", GOAL, doc="The second goal (the paper's IBP bound).", abstractions="one"),
+        Param("weight", SCHEDULE, doc="alpha, the weight of g2's margins.", low=0, high=1),
+        several=True,
+    ),
+    _goal(
+        "ExpMix",
+        "Exp-IBP (De Palma et al., ICLR 2024): the product of powers loss_g1 ** (1 - weight) * loss_g2 ** "
+        "weight of the two goals' losses, each the mean over the batch, as the paper's code computes it.",
+        Param("g1", GOAL, doc="The first goal (the paper's adversarial point).", abstractions="one"),
+        Param("g2", GOAL, doc="The second goal (the paper's IBP bound).", abstractions="one"),
+        Param("weight", SCHEDULE, doc="alpha, the power of g2's loss.", low=0, high=1),
+        several=True,
     ),
     _goal(
         "Sub",
         "Runs g on the box scaled about its centre by delta: l' = (u + l - delta(u - l)) / 2, "
         "u' = (u + l + delta(u - l)) / 2 (Table 2).",
         Param("delta", SCHEDULE, doc="The scale of the box.", low=0),
-        Param("g", GOAL, doc="The goal run on the scaled box."),
+        Param("g", GOAL, doc="The goal run on the scaled box.", abstractions="passed"),
     ),
     _goal(
         "Sample",
@@ -68,16 +90,16 @@ DECLARATIONS = [
         "Sample(delta, r, g_s, g_t).",
         Param("delta", SCHEDULE, doc="The width of the sampled box, relative to the input box.", low=0),
         Param("r", SCHEDULE, 1, "How far from the centre the sample may fall.", low=0),
-        Param("g_s", GOAL, doc="The goal that picks the sample's centre."),
-        Param("g_t", GOAL, doc="The goal trained on the sampled box."),
+        Param("g_s", GOAL, doc="The goal that picks the sample's centre.", abstractions="one"),
+        Param("g_t", GOAL, doc="The goal trained on the sampled box.", abstractions="passed"),
         forms=(("delta", "g_s", "g_t"), ("delta", "r", "g_s", "g_t")),
     ),
     _goal(
         "BiSample",
         "Runs g2 on the box centred on the input whose radius is how far g1's abstraction reaches: "
         "l', u' = (l + u)/2 -/+ |UB(alpha_g1(l, u)) - (l + u)/2| (Table 2).",
-        Param("g1", GOAL, doc="The goal whose reach sets the box."),
-        Param("g2", GOAL, doc="The goal trained on that box."),
+        Param("g1", GOAL, doc="The goal whose reach sets the box.", abstractions="one"),
+        Param("g2", GOAL, doc="The goal trained on that box.", abstractions="passed"),
     ),
     Constructor(
         "Lin",

@@ -58,3 +58,25 @@ def test_positional_arguments_after_a_keyword_are_one_error():
     ]
     # A mistake of its own inside such a call is still reported.
     assert [code for code, _, _ in problems("let g = Mix(Point, weight=0.5, Boxx)\n")] == ["E011", "E101"]
+
+
+def test_a_goal_of_several_abstractions_where_one_is_taken_is_a_type_error():
+    """Sample's g_s, BiSample's g1 and the expressive losses' goals take one abstraction: a Mix there,
+    or a goal that hands a Mix's parts on, would fail at run time."""
+    found = problems(
+        "let a = Sample(0.5, Mix(Point, Box, 0.5), Box)\n"
+        "let b = BiSample(Sub(0.5, CCMix(Point, Box, 0.5)), Box)\n"
+        "let c = ExpMix(Point, Sample(0.5, Point, Mix(Point, Box, 0.1)), 0.5)\n"
+        # Where the parts are handed on, a goal of several abstractions is fine.
+        "let d = Mix(Sub(0.5, CCMix(IFGSM(1), Box, 0.5)), Sample(0.5, Point, ExpMix(Point, Box, 0.5)), 0.5)\n"
+        "let e = BiSample(Point, Mix(Point, Box, 0.5))\n"
+    )
+    assert found == [
+        ("E107", "`g_s` takes a goal of one abstraction; `Mix` trains on several",
+         "give `g_s` one of the `Mix`'s goals, or put the `Mix` outside"),
+        ("E107", "`g1` takes a goal of one abstraction; `Sub` trains on the several of the `CCMix` inside it",
+         "give `g1` one of the `CCMix`'s goals, or put the `CCMix` outside"),
+        ("E107",
+         "`g2` takes a goal of one abstraction; `Sample` trains on the several of the `Mix` inside it",
+         "give `g2` one of the `Mix`'s goals, or put the `Mix` outside"),
+    ]  # fmt: skip

@@ -34,7 +34,7 @@ def test_declarations_are_documented_and_unique():
 def test_table2_goals_and_test_time_constructors():
     goals = {d.name for d in REGISTRY.of_category("goal")}
     table2 = {"Point", "Normal", "Uniform", "IFGSM", "Box", "Mix", "Sub", "Sample", "BiSample"}
-    assert goals == table2 | {"CROWNIBP"}
+    assert goals == table2 | {"CROWNIBP", "CCMix", "ExpMix"}
     assert [d.category for d in REGISTRY.lookup("Box")] == ["goal", "domain"]
     assert {d.name for d in REGISTRY.of_category("domain")} == {
         "Box",

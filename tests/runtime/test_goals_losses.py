@@ -2,11 +2,26 @@
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from daic.runtime import Box, HybridZonotope
 from daic.runtime.attacks import ifgsm, mifgsm, pgd
-from daic.runtime.goals import IFGSM, BiSample, GoalEnv, Mix, Normal, Point, Sample, Sub, Uniform
+from daic.runtime.context import AbstractContext
+from daic.runtime.goals import (
+    IFGSM,
+    BiSample,
+    CCMix,
+    ExpMix,
+    GoalEnv,
+    Joint,
+    Mix,
+    Normal,
+    Point,
+    Sample,
+    Sub,
+    Uniform,
+)
 from daic.runtime.goals import Box as BoxGoal
 from daic.runtime.losses import certified, margin_upper, worst_case_loss
 from daic.runtime.schedules import Lin
@@ -180,3 +195,60 @@ def test_mifgsm_steps_scale_with_each_images_epsilon():
     fixed = mifgsm(model, x, lower, upper, target, step=0.0031373)
     assert fixed[0, 0].item() == pytest.approx(0.5 - 20 * 0.0031373, abs=1e-6)
     torch.testing.assert_close(fixed[1], corner[1])
+
+
+def two_layer_network() -> tuple[nn.Module, list[torch.Tensor]]:
+    from daic.runtime import Linear, ReLU, Sequential
+
+    torch.manual_seed(3)
+    net = Sequential(Linear(2, 4), ReLU(), Linear(4, 3)).double()
+    return net, [p.detach() for p in net.parameters()]
+
+
+def ibp_margins(params, lower, upper, target):
+    """Interval bounds by hand, as IBP computes them: upper bounds of y_j - y_t for every j (0 at t)."""
+    w1, b1, w2, b2 = params
+    centre, radius = (upper + lower) / 2, (upper - lower) / 2
+    z_low, z_up = centre @ w1.T + b1 - radius @ w1.abs().T, centre @ w1.T + b1 + radius @ w1.abs().T
+    h_low, h_up = z_low.clamp(min=0), z_up.clamp(min=0)
+    mid, half = (h_up + h_low) / 2, (h_up - h_low) / 2
+    y_low, y_up = mid @ w2.T + b2 - half @ w2.abs().T, mid @ w2.T + b2 + half @ w2.abs().T
+    t = target[:, None]
+    return (y_up - y_low.gather(1, t)).scatter(1, t, 0.0)
+
+
+@pytest.mark.parametrize("weight", [0.0, 0.3, 1.0])
+def test_expressive_losses_are_the_papers_formulas(weight):
+    """CC-IBP: CE((1 - a) z_point + a z_IBP); Exp-IBP: CE_point ** (1 - a) * CE_IBP ** a (batch means);
+    z the upper bounds of y_j - y_t, computed here by hand."""
+    net, params = two_layer_network()
+    lower = torch.tensor([[0.1, 0.2], [0.5, 0.0], [0.3, 0.6]], dtype=torch.float64)
+    upper = lower + 0.3
+    target = torch.tensor([0, 2, 1])
+    point = (lower + upper) / 2
+    z_point = margin_upper(net(point), target)
+    z_ibp = ibp_margins(params, lower, upper, target)
+    ctx = AbstractContext(training=True)
+    for goal, expected in (
+        (CCMix(Point(), BoxGoal(), weight), F.cross_entropy((1 - weight) * z_point + weight * z_ibp, target)),
+        (ExpMix(Point(), BoxGoal(), weight),
+         F.cross_entropy(z_point, target) ** (1 - weight) * F.cross_entropy(z_ibp, target) ** weight),
+    ):  # fmt: skip
+        (part,) = goal.parts(lower, upper, env(target=target))
+        assert isinstance(part.value, Joint) and part.weight == 1.0
+        first, second = net(part.value.first), net.abstract(part.value.second, ctx)
+        assert torch.allclose(margin_upper(second, target), z_ibp)
+        assert torch.allclose(part.value.combine(first, second, target), expected)
+
+
+def test_expressive_losses_follow_their_schedule_and_reach_every_parameter():
+    net, _ = two_layer_network()
+    lower, target = torch.rand(8, 2, dtype=torch.float64) * 0.7, torch.randint(0, 3, (8,))
+    (part,) = CCMix(Point(), BoxGoal(), Lin(0, 1, 10, 0)).parts(lower, lower + 0.3, env(t=5.0, target=target))
+    ctx = AbstractContext(training=True)
+    first, second = net(part.value.first), net.abstract(part.value.second, ctx)
+    z = 0.5 * margin_upper(first, target) + 0.5 * margin_upper(second, target)  # Lin at epoch 5 of 10: 0.5
+    loss = part.value.combine(first, second, target)
+    assert torch.allclose(loss, F.cross_entropy(z, target))
+    loss.backward()
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in net.parameters())
