@@ -57,6 +57,7 @@ class Bounded:
     infeasible: Tensor  # (N,) bool: the splits contradict each other
     corners: Tensor  # (N, *input) the minimiser of the worst row's linear bound over the box
     scores: list[dict[int, Tensor]]  # per subdomain, per split node: (*F) branching scores (-inf: none)
+    relu_inputs: dict[int, tuple[Tensor, Tensor]]  # bounds of every ReLU's input node, by node id
 
 
 class BranchAndBound(Step):
@@ -88,7 +89,10 @@ class BranchAndBound(Step):
         y = batch.y[i : i + 1]
         lower, upper = batch.lower[i : i + 1], batch.upper[i : i + 1]
         outcome = batch.outcomes[i]
-        root = self._bound(model, lower, upper, y, [{}], batch.relu)
+        # The root's intermediate bounds, the best of CROWN's, the intervals' and the hybrid zonotope's
+        # (often the tightest on DiffAI-trained networks), hold on every subdomain: each is intersected
+        # with them.
+        root = self._bound(model, lower, upper, y, [{}], batch.relu, companions=("box", "hbox"))
         if self._falsified(model, batch, i, root):
             return
         if bool(root.infeasible[0]) or float(root.lower.min()) > 0:
@@ -125,13 +129,15 @@ class BranchAndBound(Step):
                 proved = min(proved, verdict)
             if not children:
                 continue
-            bounded = self._bound(model, lower.expand(len(children), *lower.shape[1:]),
-                                  upper.expand(len(children), *upper.shape[1:]), y.expand(len(children)),
-                                  [c.signs for c in children], batch.relu)  # fmt: skip
+            n = len(children)
+            bounded = self._bound(model, lower.expand(n, *lower.shape[1:]), upper.expand(n, *upper.shape[1:]),
+                                  y.expand(n), [c.signs for c in children], batch.relu,
+                                  prior=root.relu_inputs)  # fmt: skip
             if self._falsified(model, batch, i, bounded):
                 return
             for k, child in enumerate(children):
-                least = float(bounded.lower[k].min())
+                # A child's box lies in its parent's: the parent's bound holds on it too.
+                least = max(float(bounded.lower[k].min()), child.bound)
                 if bool(bounded.infeasible[k]) or least > 0:
                     if not bool(bounded.infeasible[k]):
                         proved = min(proved, least)
@@ -174,11 +180,12 @@ class BranchAndBound(Step):
 
     def _bound(
         self, model: nn.Module, lower: Tensor, upper: Tensor, y: Tensor, signs: list[dict[int, Tensor]],
-        relu: str,
+        relu: str, companions: tuple[str, ...] = ("box",),
+        prior: dict[int, tuple[Tensor, Tensor]] | None = None,
     ) -> Bounded:  # fmt: skip
         n = len(signs)
         splits = _stacked(signs, n)
-        value = Symbolic.input(lower, upper, crown=True, splits=splits)
+        value = Symbolic.input(lower, upper, companions, crown=True, splits=splits, prior=prior)
         output = model.abstract(value, AbstractContext(training=False, relu=relu))
         rows = Dense(margin_others(y, output.shape[1], lower.dtype)[0])
         relus = [node for node in output.ancestors() if isinstance(node.layer, ReLU)]
@@ -192,7 +199,11 @@ class BranchAndBound(Step):
         on_input = recorded[value.id].A[torch.arange(n), worst]  # (N, *input) the worst row at the input
         corners = torch.where(on_input > 0, lower, upper)
         scores = [_scores(relus, recorded, best, k) for k in range(n)]
-        return Bounded(best, infeasible, corners, scores)
+        relu_inputs = {node.parents[0].id: node.parents[0].bounds() for node in relus}
+        # The margins folded into the layers after the last ReLU and bounded there by its (split, refined)
+        # intervals: on networks trained with intervals these beat the full back-substitution.
+        folded = backsubstitute(output, rows, until_nonlinear=True)
+        return Bounded(torch.maximum(best, folded), infeasible, corners, scores, relu_inputs)
 
     def _optimise(self, output, rows, relus, splits, best, recorded):
         """alpha- and beta-CROWN: the ReLUs' lower slopes and the split constraints' multipliers, by Adam,

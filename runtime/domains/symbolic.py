@@ -91,6 +91,7 @@ class Analysis:
         tighten: bool,
         fused: bool = False,
         splits: dict[int, Tensor] | None = None,
+        prior: dict[int, tuple[Tensor, Tensor]] | None = None,
     ) -> None:
         self.center = (upper + lower) / 2
         if rounds_outward():
@@ -101,6 +102,7 @@ class Analysis:
         self.tighten = tighten
         self.fused = fused
         self.splits = splits or {}
+        self.prior = prior or {}
         self.infeasible = torch.zeros(lower.shape[0], dtype=torch.bool, device=lower.device)
         self.crown_weight = crown_weight
         self.budget_bytes = budget_bytes
@@ -146,6 +148,7 @@ class Symbolic(Element):
         tighten: bool = True,
         fused: bool = False,
         splits: dict[int, Tensor] | None = None,
+        prior: dict[int, tuple[Tensor, Tensor]] | None = None,
     ) -> Symbolic:
         """The input box ``[lower, upper]``. ``companions`` run beside it (Box always); ``crown``: the
         ReLUs' inputs are bounded by back-substitution too (full CROWN), and with ``tighten`` those bounds
@@ -154,14 +157,16 @@ class Symbolic(Element):
         is `fused_loss`. ``splits`` (branch and bound) maps the id of a node that feeds a ReLU to the sign
         each image's split fixes for its neurons (``(B, *F)``: 1 active, ``x >= 0``; -1 inactive, ``x <= 0``;
         0 free): their bounds are clamped to it, and an image whose bounds then cross is infeasible
-        (``analysis.infeasible``)."""
+        (``analysis.infeasible``). ``prior`` maps node ids to bounds known to hold on the whole input box
+        (an earlier analysis of a box that contains this one, as branch and bound's root): the node's
+        bounds are intersected with them before they are used."""
         unknown = set(companions) - set(COMPANIONS)
         if unknown:
             raise ValueError(f"Symbolic: unknown companion domains {sorted(unknown)}; known: {COMPANIONS}")
         values: list[Element] = [Box.from_bounds(lower, upper)]
         if "hbox" in companions:
             values.append(HybridZonotope.exact_from_bounds(lower, upper))
-        analysis = Analysis(lower, upper, crown, budget_bytes, crown_weight, tighten, fused, splits)
+        analysis = Analysis(lower, upper, crown, budget_bytes, crown_weight, tighten, fused, splits, prior)
         return cls(analysis, "input", (), tuple(values))
 
     # ----------------------------------------------------------------------------------------------
@@ -230,6 +235,7 @@ class Symbolic(Element):
         if self._refined or self.kind == "input":
             return
         self._refined = True
+        self._apply_prior()
         self._apply_split()
         if not self.analysis.crown:
             return
@@ -267,6 +273,14 @@ class Symbolic(Element):
         self._bounds = lower, upper
         if self.analysis.tighten:
             self.companions = (Box.from_bounds(lower, upper), *self.companions[1:])
+
+    def _apply_prior(self) -> None:
+        """Intersects the bounds with those known beforehand for this node (``analysis.prior``)."""
+        known = self.analysis.prior.get(self.id)
+        if known is None:
+            return
+        lower, upper = self.bounds()
+        self._set_bounds(torch.maximum(lower, known[0]), torch.minimum(upper, known[1]))
 
     def _apply_split(self) -> None:
         """Clamps the bounds to this node's split signs: ``x >= 0`` where 1, ``x <= 0`` where -1."""
