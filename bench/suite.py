@@ -271,13 +271,7 @@ def crown_section(
         ["network", "images", "daic certified", "LiRPA certified", "daic s", "LiRPA s"],
         alpha_rows,
     )
-    env = {k: v for k, v in os.environ.items() if k not in W.MALLOC_TUNING}
-    env |= {"MALLOC_MMAP_THRESHOLD_": "131072", "MALLOC_TRIM_THRESHOLD_": "131072"}
-    command = [sys.executable, __file__, "--device", "cpu", "--crown-peak-child", peak_net]
-    done = subprocess.run(command, capture_output=True, text=True, env=env)
-    if done.returncode:
-        raise RuntimeError(f"measuring CROWN's peak memory on {peak_net} failed:\n{done.stderr[-3000:]}")
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result = in_fresh_process(["--crown-peak-child", peak_net], torch.device("cpu"), os.cpu_count() or 1)
     show(
         f"Full CROWN of one {peak_net} image (float64, initialised, eps {CROWN_EPS}): peak memory",
         ["network", "peak RSS growth MiB", "seconds"],
@@ -540,6 +534,7 @@ def main() -> None:
     if args.ddp_child:
         return ddp_child(args.ddp_child, args.ddp_steps)
     if args.crown_peak_child:
+        torch.set_num_threads(int(os.environ.get("BENCH_THREADS", "1")))
         start = time.perf_counter()
         peak_bytes = C.crown_peak_child(args.crown_peak_child, CROWN_EPS)
         print(json.dumps({"peak_bytes": peak_bytes, "seconds": time.perf_counter() - start}))
