@@ -157,51 +157,50 @@ class Mix(Goal):
         return f"Mix({self.g1!r}, {self.g2!r}, {self.weight!r})"
 
 
-class CCMix(Goal):
+class _JointMix(Goal):
+    """Two goals of one abstraction each, trained by one loss of both outputs (`loss`), ``weight`` the
+    schedule of the second's share."""
+
+    def __init__(self, g1: Goal, g2: Goal, weight: ScheduleLike) -> None:
+        self.g1, self.g2, self.weight = g1, g2, as_schedule(weight)
+
+    def loss(self, first: Value, second: Value, target: Tensor, weight: float) -> Tensor:
+        raise NotImplementedError
+
+    def alpha(self, lower, upper, env):
+        raise ValueError(
+            f"{type(self).__name__} has two abstractions; it cannot stand inside Sample or BiSample"
+        )
+
+    def parts(self, lower, upper, env):
+        weight = self.weight(env.t)
+
+        def combine(first: Value, second: Value, target: Tensor) -> Tensor:
+            return self.loss(first, second, target, weight)
+
+        return [Part(Joint(self.g1.alpha(lower, upper, env), self.g2.alpha(lower, upper, env), combine), 1.0)]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.g1!r}, {self.g2!r}, {self.weight!r})"
+
+
+class CCMix(_JointMix):
     """One cross-entropy on the convex combination (1 - weight) * m_g1 + weight * m_g2 of both goals'
     bounds of the margins (CC-IBP)."""
 
-    def __init__(self, g1: Goal, g2: Goal, weight: ScheduleLike) -> None:
-        self.g1, self.g2, self.weight = g1, g2, as_schedule(weight)
-
-    def alpha(self, lower, upper, env):
-        raise ValueError("CCMix has two abstractions; it cannot stand inside Sub, Sample or BiSample")
-
-    def parts(self, lower, upper, env):
-        a = self.weight(env.t)
-
-        def combine(first: Value, second: Value, target: Tensor) -> Tensor:
-            # margin_upper bounds y_j - y_t from above (0 at t): the worst-case logits, shifted by y_t.
-            mixed = (1 - a) * margin_upper(first, target) + a * margin_upper(second, target)
-            return F.cross_entropy(mixed, target)
-
-        return [Part(Joint(self.g1.alpha(lower, upper, env), self.g2.alpha(lower, upper, env), combine), 1.0)]
-
-    def __repr__(self) -> str:
-        return f"CCMix({self.g1!r}, {self.g2!r}, {self.weight!r})"
+    def loss(self, first, second, target, weight):
+        # margin_upper bounds y_j - y_t from above (0 at t): the worst-case logits, shifted by y_t.
+        mixed = (1 - weight) * margin_upper(first, target) + weight * margin_upper(second, target)
+        return F.cross_entropy(mixed, target)
 
 
-class ExpMix(Goal):
+class ExpMix(_JointMix):
     """The product of powers loss_g1 ** (1 - weight) * loss_g2 ** weight of the goals' batch losses
     (Exp-IBP)."""
 
-    def __init__(self, g1: Goal, g2: Goal, weight: ScheduleLike) -> None:
-        self.g1, self.g2, self.weight = g1, g2, as_schedule(weight)
-
-    def alpha(self, lower, upper, env):
-        raise ValueError("ExpMix has two abstractions; it cannot stand inside Sub, Sample or BiSample")
-
-    def parts(self, lower, upper, env):
-        a = self.weight(env.t)
-
-        def combine(first: Value, second: Value, target: Tensor) -> Tensor:
-            losses = worst_case_loss(first, target).mean(), worst_case_loss(second, target).mean()
-            return losses[0] ** (1 - a) * losses[1] ** a
-
-        return [Part(Joint(self.g1.alpha(lower, upper, env), self.g2.alpha(lower, upper, env), combine), 1.0)]
-
-    def __repr__(self) -> str:
-        return f"ExpMix({self.g1!r}, {self.g2!r}, {self.weight!r})"
+    def loss(self, first, second, target, weight):
+        losses = worst_case_loss(first, target).mean(), worst_case_loss(second, target).mean()
+        return losses[0] ** (1 - weight) * losses[1] ** weight
 
 
 def _scaled(lower: Tensor, upper: Tensor, delta: float) -> tuple[Tensor, Tensor]:

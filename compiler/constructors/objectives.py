@@ -13,6 +13,15 @@ def _goal(name, doc, *params, forms=(), several=False):
     return Constructor(name, "goal", GOAL, tuple(params), doc, RT_GOALS + name, forms=forms, several=several)
 
 
+def _point_and_bound(weight_doc: str) -> tuple[Param, ...]:
+    """The parameters of the expressive losses: two goals of one abstraction each, and a weight."""
+    return (
+        Param("g1", GOAL, doc="The first goal (the paper's adversarial point).", abstractions="one"),
+        Param("g2", GOAL, doc="The second goal (the paper's IBP bound).", abstractions="one"),
+        Param("weight", SCHEDULE, doc=weight_doc, low=0, high=1),
+    )
+
+
 DECLARATIONS = [
     _goal("Point", "Trains on the centre (l + u) / 2 of the input box, with cross-entropy (Table 2)."),
     _goal(
@@ -62,18 +71,14 @@ DECLARATIONS = [
         "point, the differences themselves). The paper's CC-IBP is CCMix(IFGSM(1), Box, alpha) with its "
         "attack (one step of 10 eps from a random start, clipped to the ball) in place of IFGSM(1); MTL-IBP, "
         "a convex combination of the two losses, is Mix(IFGSM(1), Box, alpha).",
-        Param("g1", GOAL, doc="The first goal (the paper's adversarial point).", abstractions="one"),
-        Param("g2", GOAL, doc="The second goal (the paper's IBP bound).", abstractions="one"),
-        Param("weight", SCHEDULE, doc="alpha, the weight of g2's margins.", low=0, high=1),
+        *_point_and_bound("alpha, the weight of g2's margins."),
         several=True,
     ),
     _goal(
         "ExpMix",
         "Exp-IBP (De Palma et al., ICLR 2024): the product of powers loss_g1 ** (1 - weight) * loss_g2 ** "
         "weight of the two goals' losses, each the mean over the batch, as the paper's code computes it.",
-        Param("g1", GOAL, doc="The first goal (the paper's adversarial point).", abstractions="one"),
-        Param("g2", GOAL, doc="The second goal (the paper's IBP bound).", abstractions="one"),
-        Param("weight", SCHEDULE, doc="alpha, the power of g2's loss.", low=0, high=1),
+        *_point_and_bound("alpha, the power of g2's loss."),
         several=True,
     ),
     _goal(

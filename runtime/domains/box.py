@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 from .element import Element, at_target
-from .rounding import Rounding, enclosing_radius, gamma, rounds_outward, underflow, unit
+from .rounding import Rounding, enclosing_radius, gamma, rounded, rounds_outward, underflow, unit
 from .rounding import down as round_down
 from .rounding import up as round_up
 
@@ -64,14 +64,7 @@ class Box(Element):
         return self.lower(), self.upper()
 
     def through(self, layer: Any, ctx: AbstractContext) -> Element:
-        out = layer.abstract_box(self, ctx)
-        if rounds_outward() and isinstance(out, Box):
-            rounding = layer.rounding(self)
-            if rounding is None:  # the same values, moved
-                out._magnitude = self._magnitude
-            else:
-                out = out.widened(rounding, self.magnitude())
-        return out
+        return rounded(self, layer, layer.abstract_box(self, ctx))
 
     def magnitude(self) -> Tensor:
         """``(B,)``: a bound of the largest ``|centre| + radius`` of each element (kept from `widened`,

@@ -30,6 +30,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -51,6 +52,19 @@ def outward_rounding(on: bool = True) -> Iterator[None]:
 
 def rounds_outward() -> bool:
     return getattr(_state, "on", False)
+
+
+def rounded(before: Any, layer: Any, out: Any) -> Any:
+    """`out`, which `layer` made from the value `before` (a `Box` or `HybridZonotope`), widened by the
+    layer's rounding errors when rounding outward (as it is otherwise, or when the layer changed the kind
+    of value). A layer that only moves values (`rounding()` is None) keeps the running magnitude."""
+    if not rounds_outward() or type(out) is not type(before):
+        return out
+    rounding = layer.rounding(before)
+    if rounding is None:
+        out._magnitude = before._magnitude
+        return out
+    return out.widened(rounding, before.magnitude())
 
 
 def unit(dtype: torch.dtype) -> float:

@@ -33,7 +33,7 @@ from .box import Box
 from .element import Element, at_target
 from .fused import abs_sum_terms, split_terms, term_chunks
 from .local_terms import LocalTerms
-from .rounding import Rounding, enclosing_radius, gamma, rounds_outward, underflow, unit
+from .rounding import Rounding, enclosing_radius, gamma, rounded, rounds_outward, underflow, unit
 from .rounding import down as round_down
 from .rounding import up as round_up
 from .term_ids import DEAD, compact_union, drops_dead_terms, empty_ids, fresh_ids, union_layout
@@ -238,14 +238,7 @@ class HybridZonotope(Element):
         return Box(self.head, self.total_error())
 
     def through(self, layer: Any, ctx: AbstractContext) -> Element:
-        out = layer.abstract_hz(self, ctx)
-        if rounds_outward() and isinstance(out, HybridZonotope):
-            rounding = layer.rounding(self)
-            if rounding is None:  # the same values, moved
-                out._magnitude = self._magnitude
-            else:
-                out = out.widened(rounding, self.magnitude())
-        return out
+        return rounded(self, layer, layer.abstract_hz(self, ctx))
 
     def magnitude(self) -> Tensor:
         """``(B,)``: a bound of the largest ``|head| + beta + sum_j |e_j|`` (the running bound that outward
