@@ -164,12 +164,14 @@ DECLARATIONS = [
             Param("batch", INT, 32, "Subdomains bounded together per step of the search.", low=1),
             Param("steps", INT, 10, "Adam steps on the slopes and split multipliers per bounding.", low=0),
         ),
-        "Complete verification: branch and bound over ReLU splits (the neuron whose upper relaxation costs "
-        "most first, BaBSR's score), each subdomain bounded by CROWN with its split neurons fixed and every "
-        "later layer's bounds recomputed, then alpha- and beta-CROWN (the split constraints' multipliers, "
-        "Wang et al. 2021) optimised; a subdomain with no unstable neuron is decided by a linear program. "
-        "Every image ends verified, falsified (by a point the network misclassifies) or, past the time "
-        "limit, unknown.",
+        "Complete verification: PGD from 32 random starts first, then branch and bound over ReLU splits "
+        "(the neuron whose upper relaxation costs most first, BaBSR's score), each subdomain bounded by "
+        "CROWN with its split neurons fixed and every later layer's bounds recomputed (intersected with "
+        "the root's best of CROWN, intervals and the hybrid zonotope), then alpha- and beta-CROWN (the split "
+        "constraints' multipliers, Wang et al. 2021) optimised, and the better of that and the margins "
+        "folded over the intervals kept; a subdomain with no unstable neuron is decided by a linear "
+        "program. Every image ends verified, falsified (by a point the network misclassifies) or, past the "
+        "time limit, unknown.",
         "daic.runtime.complete:BranchAndBound",
         aliases=("BaB",),
     ),
