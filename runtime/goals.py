@@ -2,9 +2,10 @@
 
 A goal turns the input box [l, u] of a batch into weighted *parts*: a point (trained with cross-entropy on
 the network's output) or an abstract element (a hybrid zonotope, or the linear relaxation of `CROWNIBP`;
-trained with cross-entropy on the worst-case logits). `Mix` is
-the Cartesian product, so each of its parts is propagated once; `Sub`, `Sample` and `BiSample` change the
-box before handing it to the goal they wrap. Every float parameter may be a schedule of the training time.
+trained with cross-entropy on the worst-case logits), or a `Joint` pair of them trained by one loss of
+both outputs (`CCMix`, `ExpMix`). `Mix` is the Cartesian product, so each of its parts is propagated
+once; `Sub`, `Sample` and `BiSample` change the box before handing it to the goal they wrap. Every float
+parameter may be a schedule of the training time.
 """
 
 from __future__ import annotations
