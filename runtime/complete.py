@@ -92,7 +92,7 @@ class BranchAndBound(Step):
         # The root's intermediate bounds, the best of CROWN's, the intervals' and the hybrid zonotope's
         # (often the tightest on DiffAI-trained networks), hold on every subdomain: each is intersected
         # with them.
-        root = self._bound(model, lower, upper, y, [{}], batch.relu, companions=("box", "hbox"))
+        root = self._bound(model, lower, upper, y, [{}], batch.relu, deadline, companions=("box", "hbox"))
         if self._falsified(model, batch, i, root):
             return
         if bool(root.infeasible[0]) or float(root.lower.min()) > 0:
@@ -131,7 +131,7 @@ class BranchAndBound(Step):
                 continue
             n = len(children)
             bounded = self._bound(model, lower.expand(n, *lower.shape[1:]), upper.expand(n, *upper.shape[1:]),
-                                  y.expand(n), [c.signs for c in children], batch.relu,
+                                  y.expand(n), [c.signs for c in children], batch.relu, deadline,
                                   prior=root.relu_inputs)  # fmt: skip
             if self._falsified(model, batch, i, bounded):
                 return
@@ -180,7 +180,7 @@ class BranchAndBound(Step):
 
     def _bound(
         self, model: nn.Module, lower: Tensor, upper: Tensor, y: Tensor, signs: list[dict[int, Tensor]],
-        relu: str, companions: tuple[str, ...] = ("box",),
+        relu: str, deadline: float = float("inf"), companions: tuple[str, ...] = ("box",),
         prior: dict[int, tuple[Tensor, Tensor]] | None = None,
     ) -> Bounded:  # fmt: skip
         n = len(signs)
@@ -193,7 +193,7 @@ class BranchAndBound(Step):
         best = backsubstitute(output, rows, how)
         recorded = dict(how.recorded)
         if self.steps:
-            best, recorded = self._optimise(output, rows, relus, splits, best, recorded)
+            best, recorded = self._optimise(output, rows, relus, splits, best, recorded, deadline)
         infeasible = output.analysis.infeasible.clone()
         worst = best.argmin(1)
         on_input = recorded[value.id].A[torch.arange(n), worst]  # (N, *input) the worst row at the input
@@ -205,9 +205,9 @@ class BranchAndBound(Step):
         folded = backsubstitute(output, rows, until_nonlinear=True)
         return Bounded(torch.maximum(best, folded), infeasible, corners, scores, relu_inputs)
 
-    def _optimise(self, output, rows, relus, splits, best, recorded):
+    def _optimise(self, output, rows, relus, splits, best, recorded, deadline):
         """alpha- and beta-CROWN: the ReLUs' lower slopes and the split constraints' multipliers, by Adam,
-        keeping the best bound of each row (each setting of them gives a sound one)."""
+        keeping the best bound of each row (each setting of them gives a sound one), until `deadline`."""
         n, s = rows.A.shape[:2]
         alphas = {}
         for node in relus:
@@ -231,7 +231,7 @@ class BranchAndBound(Step):
             if bool(improved.any()):
                 best = torch.where(improved, found.detach(), best)
                 recorded = {k: _detached(v) for k, v in how.recorded.items()}
-            if bool((best > 0).all()):
+            if bool((best > 0).all()) or time.perf_counter() > deadline:
                 break
             for parameter, grad in zip([*alphas.values(), *betas.values()], grads, strict=True):
                 parameter.grad = grad

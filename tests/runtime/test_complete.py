@@ -153,6 +153,22 @@ def test_an_attack_before_the_search_falsifies_what_the_root_bound_leaves_open()
             assert o.by == "BranchAndBound(timeout=1e-09)" and truth - 1e-9 <= o.margin <= 0
 
 
+def test_the_time_limit_holds_inside_a_long_optimisation():
+    """The Adam steps of one bounding stop at the deadline too: with far more steps than the time allows,
+    an image left open still ends near its limit."""
+    net = blob_network(3, width=6)
+    x = torch.rand(40, 2, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    with torch.no_grad():
+        y = net(x).argmax(1)
+    crown = certify(net, [Bounds(CROWNDomain())], x, y, EPS, (0.0, 1.0))
+    first_open = next(i for i, o in enumerate(crown) if o.status == "unknown")
+    picked = slice(first_open, first_open + 1)
+    (outcome,) = certify(
+        net, [BranchAndBound(timeout=0.2, steps=100_000)], x[picked], y[picked], EPS, (0.0, 1.0)
+    )
+    assert outcome.seconds < 5.0, outcome.record()  # 0.2 s, the attack before the search, and slack
+
+
 def test_only_a_misclassified_point_inside_the_box_falsifies():
     lower, upper = torch.zeros(2, 2, dtype=torch.float64), torch.ones(2, 2, dtype=torch.float64)
     outcomes = [Outcome(0, 0), Outcome(1, 0)]
