@@ -136,7 +136,8 @@ def _check_replaceable(folder: Path) -> None:
         raise RunError(f"--vnnlib {folder} is a file: pass a folder for the properties", exit_code=2)
     if not folder.is_dir():
         return
-    others = sorted(p.name for p in folder.iterdir() if p not in _previous_export(folder))
+    ours = set(_previous_export(folder))
+    others = sorted(p.name for p in folder.iterdir() if p not in ours)
     if others:
         listed = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
         raise RunError(

@@ -202,7 +202,7 @@ class BranchAndBound(Step):
         relu_inputs = {node.parents[0].id: node.parents[0].bounds() for node in relus}
         # The margins folded into the layers after the last ReLU and bounded there by its (split, refined)
         # intervals: on networks trained with intervals these beat the full back-substitution.
-        folded = backsubstitute(output, rows, until_nonlinear=True)
+        folded = output.margin_lower(y, until_nonlinear=True)
         return Bounded(torch.maximum(best, folded), infeasible, corners, scores, relu_inputs)
 
     def _optimise(self, output, rows, relus, splits, best, recorded, deadline):

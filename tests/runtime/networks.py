@@ -176,6 +176,20 @@ def input_box(
     return (center - radius).to(device), (center + radius).to(device)
 
 
+def classifier_case(
+    net: nn.Module, shape: tuple[int, ...], seed: int
+) -> tuple[nn.Module, torch.Tensor, torch.Tensor, torch.Tensor] | None:
+    """The network randomized in float64, a box of two images, and their targets (the first and the last
+    class): what the margin tests bound; None when the network has fewer than two outputs."""
+    randomize(net, seed)
+    net = net.double()
+    lower, upper = input_box(shape, batch=2, seed=seed, device="cpu")
+    classes = net(lower).shape[1]
+    if classes < 2:
+        return None
+    return net, lower, upper, torch.tensor([0, classes - 1])
+
+
 @st.composite
 def branchy_networks(draw) -> tuple[Sequential, tuple[int, int, int]]:
     """Networks whose residual and concat blocks always have one branch adding terms, one removing."""

@@ -16,7 +16,7 @@ from daic.runtime.losses import worst_case_loss
 from daic.runtime.scheme import Scheme
 from daic.runtime.trainer import LossModule, Trainer
 from tests.runtime.helpers import HYPOTHESIS, run_points, sample_points
-from tests.runtime.networks import input_box, networks, randomize
+from tests.runtime.networks import classifier_case, networks
 
 
 def _net() -> Sequential:
@@ -110,14 +110,10 @@ def test_fused_loss_is_the_log_of_the_bounded_sum_of_exponentials(beta):
 @given(net_and_shape=networks(), seed=st.integers(0, 2**31 - 1), beta=st.sampled_from([0.0, 0.5, 1.0]))
 def test_both_losses_bound_the_cross_entropy_of_every_point(net_and_shape, seed, beta):
     """Soundness of the training losses: neither is below the cross-entropy at sampled points of the box."""
-    net, shape = net_and_shape
-    randomize(net, seed)
-    net = net.double()
-    lower, upper = input_box(shape, batch=2, seed=seed, device="cpu")
-    classes = net(lower).shape[1]
-    if classes < 2:
+    case = classifier_case(*net_and_shape, seed)
+    if case is None:
         return
-    target = torch.tensor([0, classes - 1])
+    net, lower, upper, target = case
     points = sample_points(lower, upper, 64, torch.Generator().manual_seed(seed))
     outputs = run_points(net, points)  # (N, B, C)
     worst = F.cross_entropy(outputs.flatten(0, 1), target.repeat(outputs.shape[0]), reduction="none")

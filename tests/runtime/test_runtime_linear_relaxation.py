@@ -14,7 +14,7 @@ from daic.runtime.domains.coeffs import Dense
 from daic.runtime.domains.symbolic import backsubstitute
 from daic.runtime.verification import AlphaCROWNDomain, BoxDomain, CROWNDomain, HBoxDomain, optimized_lower
 from tests.runtime.helpers import HYPOTHESIS, run_points, sample_points
-from tests.runtime.networks import branchy_networks, input_box, networks, randomize
+from tests.runtime.networks import branchy_networks, classifier_case, input_box, networks, randomize
 
 TOL = 1e-9
 
@@ -85,14 +85,11 @@ def test_crown_bounds_branches_soundly(net_and_shape, seed):
 @settings(max_examples=40, **HYPOTHESIS)
 @given(net_and_shape=networks(), seed=st.integers(0, 2**31 - 1))
 def test_every_domain_bounds_the_margins_soundly_and_alpha_never_loses(net_and_shape, seed):
-    net, shape = net_and_shape
-    randomize(net, seed)
-    net = net.double()
-    lower, upper = input_box(shape, batch=2, seed=seed, device="cpu")
-    classes = net(lower).shape[1]
-    if classes < 2:
+    case = classifier_case(*net_and_shape, seed)
+    if case is None:
         return
-    target = torch.tensor([0, classes - 1])
+    net, lower, upper, target = case
+    classes = int(target[-1]) + 1
     eye = torch.eye(classes, dtype=torch.float64)
     others = [[j for j in range(classes) if j != t] for t in target.tolist()]
     rows = torch.stack([eye[t] - eye[o] for t, o in zip(target.tolist(), others, strict=True)])
