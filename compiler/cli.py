@@ -536,7 +536,7 @@ def export(
     robustness of each test image as a VNN-LIB property, for the verifiers of VNN-COMP."""
     from daic.runtime.data import DataError
 
-    from .lower import load_target
+    from .lower import lower_dataset
     from .run import RunError
     from .vnnlib import write_properties
     from .weights import certified_epsilon, export_onnx, load_trained
@@ -547,7 +547,7 @@ def export(
         model, state, decl, network = load_trained(net, weights, dataset)
         if vnnlib_dir is not None:  # the data and the radius first: a mistake there writes nothing
             epsilon = certified_epsilon(state, eps)
-            data = load_target(decl.target)().load(data_root, download)
+            data = lower_dataset(decl).load(data_root, download)
         if onnx_path is not None:
             difference = export_onnx(model, network.input_shape, Path(onnx_path))
             message = f"wrote {onnx_path} (onnx checker passed"
@@ -559,7 +559,7 @@ def export(
             n = min(limit or len(data.test_y), len(data.test_y))
             images = data.test_x[:n].double().flatten(1).tolist()
             written = write_properties(
-                Path(vnnlib_dir), images, data.test_y[:n].tolist(), decl.facts["classes"], epsilon,
+                Path(vnnlib_dir), images, data.test_y[:n].tolist(), decl.dataset.classes, epsilon,
                 data.value_range, f"the {decl.name} test set", None if onnx_path is None else Path(onnx_path),
                 timeout,
             )  # fmt: skip

@@ -22,6 +22,7 @@ class RunDisplay:
         self.processes = processes
         self.progress_bar: Progress | None = None
         self.task = None
+        self.tests: list[str] = []  # the scheme's tests' result columns
         self.columns: list[str] = []  # the test results shown, once an evaluation has run
         self.schedules: list[str] = []  # the goal's schedules shown
         self.tests_text = ""
@@ -39,6 +40,7 @@ class RunDisplay:
             f"goal {plan.source_of('goal')}"
         )
         self.tests_text = plan.source_of("test")
+        self.tests = [test.column for test in scheme.test]
         if self.processes > 1:
             batch = scheme.batch
             say(f"{self.processes} processes, each {batch // self.processes} of every batch of {batch}")
@@ -91,7 +93,7 @@ class RunDisplay:
     def epoch_done(self, row: dict) -> None:
         """One line per epoch: its loss, epsilon and the goal's schedules, and the test results after an
         evaluation. The header is printed again when the columns change."""
-        tests = list(test_results(row)) or self.columns
+        tests = list(test_results(row, self.tests)) or self.columns
         schedules = list(row.get("schedules", {})) or self.schedules
         if not self._header_shown or (tests, schedules) != (self.columns, self.schedules):
             self.columns, self.schedules = tests, schedules

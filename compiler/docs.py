@@ -2,29 +2,15 @@
 
 from __future__ import annotations
 
-from .registry import Constructor, Param, Registry
-
-CATEGORY_TITLES = {
-    "layer": "Layers (.net)",
-    "block": "Branch blocks (.net)",
-    "abstract layer": "Abstract layers (.net, Section 3)",
-    "goal": "Goals (Table 2)",
-    "schedule": "Schedules (Section 4.1)",
-    "dataset": "Data sets",
-    "transform": "Augmentations",
-    "optimizer": "Optimizers",
-    "lr": "Learning-rate schedules",
-    "test": "Tests",
-    "domain": "Verification domains",
-    "activation": "Activations",
-    "scheme": "Scheme fields",
-}
+from .registry import Category, Constructor, Param, Registry
 
 
 def describe(decl: Constructor) -> str:
     """A signature line, the documentation, and one line per parameter."""
     lines = [
-        decl.signature() if decl.category != "scheme" else "scheme Name [extends Base] { field = ... }",
+        decl.signature()
+        if decl.category is not Category.SCHEME
+        else "scheme Name [extends Base] { field = ... }",
         "",
         decl.doc,
     ]
@@ -54,20 +40,20 @@ def describe_field(field: Param) -> str:
 
 def overview(registry: Registry) -> str:
     sections = []
-    for category, title in CATEGORY_TITLES.items():
+    for category in Category:
         decls = registry.of_category(category)
         if decls:
             names = (
                 ", ".join(d.name for d in decls)
-                if category != "scheme"
+                if category is not Category.SCHEME
                 else ", ".join(p.name for p in decls[0].params)
             )
-            sections.append(f"{title}:\n  {names}")
+            sections.append(f"{category.title}:\n  {names}")
     return "\n".join(sections) + "\n\n`daic doc NAME` describes one."
 
 
 def _fields(registry: Registry) -> list[Param]:
-    return [p for decl in registry.of_category("scheme") for p in decl.params]
+    return [p for decl in registry.of_category(Category.SCHEME) for p in decl.params]
 
 
 def document(registry: Registry, name: str) -> str | None:

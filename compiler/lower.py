@@ -14,6 +14,7 @@ from typing import Any
 
 from .elaborate import UNKNOWN, Built
 from .network import BlockNode, LayerNode, Network, Node
+from .registry import Constructor
 
 
 class LoweringError(Exception):
@@ -43,8 +44,15 @@ def lower_value(value: object, **extra: object) -> object:
         for p in decl.params
         if p.name != "input_shape" and p.name in value.args
     }
+    if decl.dataset is not None:  # the loader checks the files it reads against the declared facts
+        kwargs.update(image=decl.dataset.shape, classes=decl.dataset.classes)
     kwargs.update(extra)
     return target(**kwargs)
+
+
+def lower_dataset(decl: Constructor) -> Any:
+    """The runtime loader of a data set declaration, with its defaults (as `--dataset NAME` names it)."""
+    return lower_value(Built(decl, {}))
 
 
 def lower_network(network: Network) -> Any:
@@ -72,8 +80,7 @@ def _lower_layer(node: LayerNode, state: dict[str, bool]) -> Any:
     if node.built is None or node.in_shape is None:
         raise LoweringError(f"line {node.layer.span.line}: `{node.layer.kind}` was not checked")
     decl = node.built.decl
-    inputs = decl.facts.get("inputs")
-    extra = inputs(node.in_shape, not state["affine_seen"]) if inputs else {}
-    if decl.count_params is not None:
-        state["affine_seen"] = True
+    facts = decl.layer
+    extra = facts.inputs(node.in_shape, not state["affine_seen"]) if facts.inputs else {}
+    state["affine_seen"] |= facts.affine
     return lower_value(node.built, **extra)

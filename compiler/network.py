@@ -16,11 +16,9 @@ from daic.dsl import ast as A
 from daic.dsl.diagnostics import Diagnostic, error, warning
 
 from . import codes as C
-from .constructors import REGISTRY, shapes
+from .constructors import REGISTRY
 from .elaborate import UNKNOWN, Built, Elaborator, did_you_mean
-from .registry import Registry, ShapeError
-
-Shape = tuple[int, ...]
+from .registry import LAYER_CATEGORIES, DatasetFacts, Registry, Shape, ShapeError
 
 BLOCKS = {"ParNet1": ("ParNet2", "ParSum", "sum"), "SkipNet1": ("SkipNet2", "SkipCat", "cat")}
 BLOCK_PARTS = {"ParNet1", "ParNet2", "ParSum", "SkipNet1", "SkipNet2", "SkipCat"}
@@ -171,7 +169,7 @@ class _Analyzer:
     def _args(self, layer: A.Layer) -> Built | None:
         decl = self.registry.layer(layer.kind)
         if decl is None:
-            hint = did_you_mean(layer.kind, self.registry.names("layer", "abstract layer", "block"))
+            hint = did_you_mean(layer.kind, self.registry.names(*LAYER_CATEGORIES))
             self.sink.append(error(C.UNKNOWN_LAYER, f"unknown layer `{layer.kind}`", layer.kind_span, hint))
             return None
         bound = self.elaborator.bind(decl, layer, (), layer.params, what="parameter")
@@ -220,10 +218,10 @@ class _Analyzer:
         if shape is None or built is None or any(v is UNKNOWN for v in built.args.values()):
             node.out_shape = None
             return None
-        decl = built.decl
+        decl, facts = built.decl, built.decl.layer
         try:
-            out = decl.shape(shape, built.args) if decl.shape else shape
-            node.params = decl.count_params(shape, built.args) if decl.count_params else 0
+            out = facts.shape(shape, built.args)
+            node.params = facts.count_params(shape, built.args) if facts.count_params else 0
         except ShapeError as exc:
             param = node.layer.param(exc.param) if exc.param else None
             self.sink.append(
@@ -236,30 +234,24 @@ class _Analyzer:
             node.out_shape = None
             return None
         node.out_shape = out
-        node.neurons = math.prod(out) if decl.facts.get("neurons") else 0
+        node.neurons = math.prod(out) if facts.neurons else 0
         self._abstract_size(node, shape)
         return out
 
     def _abstract_size(self, node: LayerNode, shape: Shape) -> None:
-        decl, args = node.built.decl, node.built.args
+        name = node.built.decl.layer.correlates
+        value = node.built.args.get(name) if name else None
         size = math.prod(shape)
-        for name in ("num_correlate", "k"):
-            value = args.get(name)
-            if (
-                decl.category == "abstract layer"
-                and decl.name != "DecorrMin"
-                and isinstance(value, int)
-                and value > size
-            ):
-                param = node.layer.param(name)
-                self.sink.append(
-                    warning(
-                        C.ABSTRACT_SIZE,
-                        f"{name}={value} is more than the {size} dimensions of the layer before",
-                        param.span if param else node.layer.span,
-                        hint=f"all {size} dimensions will be correlated",
-                    )
+        if isinstance(value, int) and value > size:
+            param = node.layer.param(name)
+            self.sink.append(
+                warning(
+                    C.ABSTRACT_SIZE,
+                    f"{name}={value} is more than the {size} dimensions of the layer before",
+                    param.span if param else node.layer.span,
+                    hint=f"all {size} dimensions will be correlated",
                 )
+            )
 
     def _infer_block(self, node: BlockNode, shape: Shape | None) -> Shape | None:
         node.in_shape = shape
@@ -363,9 +355,14 @@ def _leading_annotation(nodes: list[Node]) -> Shape | None:
             and all(isinstance(v, int) and v > 0 for v in annotated)
         ):
             return (annotated[2], annotated[0], annotated[1]) if len(annotated) == 3 else tuple(annotated)
-        if node.built.decl.shape not in (shapes.same, shapes.normalize):
+        if node.built.decl.layer.resizes:
             return None
     return None
+
+
+def analyze_for_data(tree: A.NetFile, data: DatasetFacts | None) -> Network:
+    """Check a parsed `.net` file against the data set it will run on (None: its own annotations only)."""
+    return analyze_net(tree, data.shape, data.classes) if data else analyze_net(tree)
 
 
 def analyze_net(

@@ -23,7 +23,7 @@ from daic.dsl.source import Span
 from . import codes as C
 from .constructors import REGISTRY, SCHEME_DECL
 from .elaborate import UNKNOWN, Built, Elaborator, Symbol, as_written, did_you_mean
-from .network import Network, analyze_net
+from .network import Network, analyze_for_data
 from .sources import Probe, probe
 from .types import ANY
 
@@ -486,9 +486,9 @@ class _ModuleChecker:
             self.report(C.IMPORT_NOT_FOUND, f"network file `{shown}` cannot be read as text", span)
             return
         data = info.built.args.get("data") if info.built else None
-        facts = data.decl.facts if isinstance(data, Built) else {}
+        facts = data.decl.dataset if isinstance(data, Built) else None
         parsed = parse_net(text)
-        network = analyze_net(parsed.tree, facts.get("shape"), facts.get("classes"))
+        network = analyze_for_data(parsed.tree, facts)
         info.network, info.net_path = network, str(path)
         problems = [d for d in (*parsed.diagnostics, *network.diagnostics) if d.is_error]
         if problems:

@@ -9,10 +9,69 @@ completion and signature help all read these declarations; no other table of nam
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
-from types import MappingProxyType
+from dataclasses import dataclass
+from enum import Enum
 
 from .types import Type
+
+Shape = tuple[int, ...]
+# A layer's output shape for an input shape and its arguments; raises ShapeError when the input does not fit.
+ShapeRule = Callable[[Shape, Mapping[str, object]], Shape]
+
+
+class Category(Enum):
+    """What a constructor is, in the order and with the titles `daic doc` lists them."""
+
+    LAYER = ("layer", "Layers (.net)")
+    BLOCK = ("block", "Branch blocks (.net)")
+    ABSTRACT_LAYER = ("abstract layer", "Abstract layers (.net, Section 3)")
+    GOAL = ("goal", "Goals (Table 2)")
+    SCHEDULE = ("schedule", "Schedules (Section 4.1)")
+    DATASET = ("dataset", "Data sets")
+    TRANSFORM = ("transform", "Augmentations")
+    OPTIMIZER = ("optimizer", "Optimizers")
+    LR = ("lr", "Learning-rate schedules")
+    TEST = ("test", "Tests")
+    DOMAIN = ("domain", "Verification domains")
+    ACTIVATION = ("activation", "Activations")
+    SCHEME = ("scheme", "Scheme fields")
+
+    def __init__(self, label: str, title: str) -> None:
+        self.label, self.title = label, title
+
+    def __str__(self) -> str:
+        return self.label
+
+
+LAYER_CATEGORIES = (Category.LAYER, Category.ABSTRACT_LAYER, Category.BLOCK)
+
+
+def _keeps(shape: Shape, args: Mapping[str, object]) -> Shape:
+    return shape
+
+
+@dataclass(frozen=True)
+class LayerFacts:
+    """What shape inference, `daic show`, the checker's warnings and the lowering know of a layer."""
+
+    shape: ShapeRule = _keeps
+    resizes: bool = False  # its output shape may differ from its input's (Conv2D, Linear, pooling, Flatten)
+    count_params: Callable[[Shape, Mapping[str, object]], int] | None = None  # trainable parameters
+    # What the lowering passes besides the written parameters: (input shape, whether no affine layer came
+    # before) -> keyword arguments.
+    inputs: Callable[[Shape, bool], dict[str, object]] | None = None
+    neurons: bool = False  # its outputs count as the network's neurons (ReLU)
+    affine: bool = False  # an affine map with trained weights (Conv2D, Linear, BatchNorm)
+    correlates: str | None = None  # the parameter that counts the dimensions it correlates (CorrMaxK's)
+
+
+@dataclass(frozen=True)
+class DatasetFacts:
+    """A data set's images and labels; the runtime's loaders are given these and check files against them."""
+
+    shape: Shape  # (C, H, W)
+    classes: int
+    value_range: tuple[float, float] = (0.0, 1.0)
 
 
 class _Required:
@@ -81,7 +140,7 @@ def _default_text(value: object) -> str:
 @dataclass(frozen=True)
 class Constructor:
     name: str
-    category: str  # "layer", "abstract layer", "block", "goal", "schedule", "dataset", ...
+    category: Category
     returns: Type
     params: tuple[Param, ...]
     doc: str
@@ -89,11 +148,8 @@ class Constructor:
     aliases: tuple[str, ...] = ()
     # Alternative positional forms, as lists of parameter names (Sample's 3- and 4-argument forms).
     forms: tuple[tuple[str, ...], ...] = ()
-    facts: Mapping[str, object] = field(default_factory=lambda: MappingProxyType({}))
-    # Layers only: the output shape for an input shape and the layer's arguments (raising ShapeError when
-    # the input does not fit), and the number of trainable parameters.
-    shape: Callable[[tuple[int, ...], Mapping[str, object]], tuple[int, ...]] | None = None
-    count_params: Callable[[tuple[int, ...], Mapping[str, object]], int] | None = None
+    layer: LayerFacts | None = None  # layers, abstract layers and blocks
+    dataset: DatasetFacts | None = None  # data sets
     # Goals only: whether the goal trains on several abstractions (Mix), so that it has no single one.
     several: bool = False
 
@@ -134,12 +190,12 @@ class Registry:
     def layer(self, name: str) -> Constructor | None:
         return next((d for d in self.lookup(name) if d.category in LAYER_CATEGORIES), None)
 
-    def of_category(self, *categories: str) -> list[Constructor]:
+    def dataset(self, name: str) -> Constructor | None:
+        return next((d for d in self.lookup(name) if d.category is Category.DATASET), None)
+
+    def of_category(self, *categories: Category) -> list[Constructor]:
         return [d for d in self.declarations if d.category in categories]
 
-    def names(self, *categories: str) -> list[str]:
+    def names(self, *categories: Category) -> list[str]:
         decls = self.of_category(*categories) if categories else self.declarations
         return sorted({n for d in decls for n in (d.name, *d.aliases)})
-
-
-LAYER_CATEGORIES = ("layer", "abstract layer", "block")

@@ -65,7 +65,7 @@ def verify(
     from daic.runtime.certify import cascade, certify
 
     from .expressions import ExpressionError, check_expression
-    from .lower import load_target, lower_value
+    from .lower import lower_dataset, lower_value
     from .types import DOMAIN
     from .weights import certified_epsilon, load_trained
 
@@ -76,7 +76,7 @@ def verify(
     steps = cascade(methods, attack=settings.attack)
     model, state, data_decl, _network = load_trained(settings.net, settings.weights, settings.dataset)
     epsilon = certified_epsilon(state, settings.eps)
-    data = load_target(data_decl.target)().load(settings.data_root, settings.download)
+    data = lower_dataset(data_decl).load(settings.data_root, settings.download)
     n = min(settings.limit or len(data.test_y), len(data.test_y))
     identity = {
         "net": str(Path(settings.net).resolve()),

@@ -7,18 +7,16 @@ import os
 import shutil
 import tempfile
 from collections.abc import Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-from daic.dsl.parser import parse_net
 
 from .constructors import REGISTRY
 from .elaborate import did_you_mean
 from .lower import lower_network
-from .network import analyze_net
+from .registry import Category
 from .run.errors import RunError
-from .sources import UsageError, read
+from .run.plan import load_network
+from .sources import UsageError
 
 if TYPE_CHECKING:
     from torch import nn
@@ -97,17 +95,9 @@ def load_trained(net_path: str, weights: str, dataset: str | None):
     state = read_checkpoint(weights, "pass a whole checkpoint of `daic run`")
     data_decl = _dataset(dataset or state.get("dataset"), given=dataset is not None)
     try:
-        source = read(net_path)
+        _tree, network = load_network(net_path, data_decl)
     except UsageError as exc:
         raise RunError(str(exc), exit_code=2) from None
-    if source.problem is not None:
-        raise RunError(f"{net_path} cannot be read", [source.problem])
-    parsed = parse_net(source.text)
-    facts = data_decl.facts
-    network = analyze_net(parsed.tree, facts["shape"], facts["classes"])
-    problems = [replace(d, path=net_path) for d in (*parsed.diagnostics, *network.diagnostics)]
-    if any(d.is_error for d in problems):
-        raise RunError(f"{net_path} does not fit {data_decl.name}", problems)
     model = lower_network(network)
     saved = state.get("model", state)
     mismatch = weights_mismatch(model, saved)
@@ -124,10 +114,10 @@ def load_trained(net_path: str, weights: str, dataset: str | None):
 
 def _dataset(name: object, given: bool):
     """The declaration of the data set `name` (given with --dataset, or the checkpoint's)."""
-    known = REGISTRY.names("dataset")
-    decls = [d for d in REGISTRY.lookup(name) if d.category == "dataset"] if isinstance(name, str) else []
-    if decls:
-        return decls[0]
+    known = REGISTRY.names(Category.DATASET)
+    decl = REGISTRY.dataset(name) if isinstance(name, str) else None
+    if decl is not None:
+        return decl
     if not given:
         raise RunError(
             f"the checkpoint does not name its data set: pass --dataset ({', '.join(known)})", exit_code=2

@@ -98,15 +98,24 @@ def augment(x: Tensor, transforms: Sequence, generator: torch.Generator) -> Tens
 
 
 class Dataset:
-    """A data set as a scheme names it; `load` reads it."""
+    """A data set as a scheme names it; `load` reads it. Its image shape (C, H, W) and class count are the
+    compiler's declaration, handed over by the lowering; the files read are checked against them."""
 
     name = ""
-    classes = 10
 
-    def __init__(self, augment: Sequence = (), root: str | None = None, subset: int | None = None) -> None:
+    def __init__(
+        self,
+        augment: Sequence = (),
+        root: str | None = None,
+        subset: int | None = None,
+        *,
+        image: Sequence[int],
+        classes: int,
+    ) -> None:
         self.augment = list(augment)
         self.root = root
         self.subset = subset
+        self.image, self.classes = tuple(image), int(classes)
 
     def load(self, root: str | None = None, download: bool = False) -> TensorData:
         data = self._read(root or self.root, download)
@@ -134,8 +143,10 @@ class Digits(Dataset):
 
     name = "Digits"
 
-    def __init__(self, augment: Sequence = (), subset: int | None = None) -> None:
-        super().__init__(augment, None, subset)
+    def __init__(
+        self, augment: Sequence = (), subset: int | None = None, *, image: Sequence[int], classes: int
+    ) -> None:
+        super().__init__(augment, None, subset, image=image, classes=classes)
 
     def _read(self, root: str | None, download: bool) -> TensorData:
         from sklearn.datasets import load_digits
@@ -145,7 +156,7 @@ class Digits(Dataset):
         labels = torch.tensor(bunch.target, dtype=torch.int64)
         order = torch.randperm(len(labels), generator=torch.Generator().manual_seed(0))
         images, labels = images[order], labels[order]
-        return TensorData(images[360:], labels[360:], images[:360], labels[:360], 10)
+        return TensorData(images[360:], labels[360:], images[:360], labels[:360], self.classes)
 
 
 def _folder(root: str | None, name: str) -> Path:
@@ -214,7 +225,6 @@ class _Torchvision(Dataset):
 
     layout = ""  # how the class stores images: "NHW", "NHWC" or "NCHW"
     expected = ""  # the files, for the message when they are missing
-    image = (3, 32, 32)  # (C, H, W) of its images
 
     def _splits(self, folder: Path, download: bool) -> tuple[object, object]:
         from torchvision import datasets
@@ -260,7 +270,7 @@ class _Torchvision(Dataset):
 
 
 class _MnistLike(_Torchvision):
-    layout, image = "NHW", (1, 28, 28)
+    layout = "NHW"
 
     @property
     def expected(self) -> str:
@@ -280,12 +290,12 @@ class FashionMNIST(_MnistLike):
 
 
 class CIFAR10(_Torchvision):
-    name, classes, layout = "CIFAR10", 10, "NHWC"
+    name, layout = "CIFAR10", "NHWC"
     expected = "cifar-10-batches-py/ as unpacked from the python tarball"
 
 
 class CIFAR100(_Torchvision):
-    name, classes, layout = "CIFAR100", 100, "NHWC"
+    name, layout = "CIFAR100", "NHWC"
     expected = "cifar-100-python/ as unpacked from the python tarball"
 
 

@@ -1,11 +1,10 @@
-"""Data sets and augmentations. Each data set states its facts (input shape C,H,W, classes, value range),
-which shape inference and the goals' input clipping read."""
+"""Data sets and augmentations. Each data set states its facts (input shape C,H,W, classes, value range)
+once: shape inference reads them, and the lowering hands them to the runtime's loader, which checks the
+files it reads against them."""
 
 from __future__ import annotations
 
-from types import MappingProxyType
-
-from ..registry import Constructor, Param
+from ..registry import Category, Constructor, DatasetFacts, Param
 from ..types import DATASET, INT, STR, TRANSFORM, ListOf
 
 RT = "daic.runtime.data:"
@@ -19,8 +18,8 @@ SUBSET = Param(
 
 def _dataset(name, doc, channels, side, classes, *, embedded=False):
     params = (AUGMENT, SUBSET) if embedded else (AUGMENT, ROOT, SUBSET)
-    facts = MappingProxyType({"shape": (channels, side, side), "classes": classes, "range": (0.0, 1.0)})
-    return Constructor(name, "dataset", DATASET, params, doc, RT + name, facts=facts)
+    facts = DatasetFacts((channels, side, side), classes)
+    return Constructor(name, Category.DATASET, DATASET, params, doc, RT + name, dataset=facts)
 
 
 DECLARATIONS = [
@@ -42,7 +41,7 @@ DECLARATIONS = [
     _dataset("SVHN", "Street View House Numbers, 32x32 colour, 10 classes, from --data DIR.", 3, 32, 10),
     Constructor(
         "RandomCrop",
-        "transform",
+        Category.TRANSFORM,
         TRANSFORM,
         (
             Param("size", INT, doc="Output height and width.", low=1),
@@ -53,7 +52,7 @@ DECLARATIONS = [
     ),
     Constructor(
         "HorizontalFlip",
-        "transform",
+        Category.TRANSFORM,
         TRANSFORM,
         (),
         "Flips the image left to right with probability 1/2.",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..registry import Constructor, Param
+from ..registry import Category, Constructor, LayerFacts, Param
 from ..types import ACTIVATION, BOOL, FLOAT, INT, LAYER, SCHEDULE, ListOf, OneOf
 from . import shapes
 
@@ -22,47 +22,23 @@ INPUT_SHAPE = Param(
 )
 
 
-def _layer(
-    name,
-    doc,
-    target,
-    *params,
-    category="layer",
-    aliases=(),
-    shape=shapes.same,
-    count=None,
-    neurons=False,
-    inputs=None,
-):
-    # `inputs`: what the lowering passes besides the written parameters, from the inferred input shape and
-    # whether an affine layer came before (see shapes.py).
-    facts = {"neurons": neurons, "inputs": inputs}
+PLAIN = LayerFacts()  # keeps its input's shape, has no trained parameters
+
+
+def _layer(name, doc, target, *params, category=Category.LAYER, aliases=(), facts=PLAIN):
     return Constructor(
-        name,
-        category,
-        LAYER,
-        (*params, INPUT_SHAPE),
-        doc,
-        target and RT + target,
-        aliases,
-        facts=facts,
-        shape=shape,
-        count_params=count,
+        name, category, LAYER, (*params, INPUT_SHAPE), doc, target and RT + target, aliases, layer=facts
     )
 
 
-def _abstract(name, doc, target, *params, aliases=(), shape=shapes.same, inputs=None):
+def _abstract(name, doc, target, *params, aliases=(), facts=PLAIN):
     return _layer(
-        name,
-        doc,
-        target,
-        *params,
-        ONLY_TRAIN,
-        category="abstract layer",
-        aliases=aliases,
-        shape=shape,
-        inputs=inputs,
+        name, doc, target, *params, ONLY_TRAIN, category=Category.ABSTRACT_LAYER, aliases=aliases, facts=facts
     )
+
+
+def _affine(shape, count, inputs, resizes=True):
+    return LayerFacts(shape, resizes, count, inputs, affine=True)
 
 
 DECLARATIONS = [
@@ -73,7 +49,7 @@ DECLARATIONS = [
         "Normalize",
         Param("mean", ListOf(FLOAT), doc="One mean per input channel."),
         Param("std", ListOf(FLOAT), doc="One standard deviation per input channel.", low=0, low_open=True),
-        shape=shapes.normalize,
+        facts=LayerFacts(shapes.normalize),
     ),
     _layer(
         "Conv2D",
@@ -84,9 +60,7 @@ DECLARATIONS = [
         Param("stride", SIZE, 1, "Stride.", low=1),
         Param("padding", SIZE, 0, "Zero padding on each side.", low=0),
         Param("bias", BOOL, True, "Whether the layer adds a bias."),
-        shape=shapes.conv2d,
-        count=shapes.conv2d_params,
-        inputs=shapes.conv2d_inputs,
+        facts=_affine(shapes.conv2d, shapes.conv2d_params, shapes.conv2d_inputs),
     ),
     _layer(
         "Linear",
@@ -94,15 +68,13 @@ DECLARATIONS = [
         "Linear",
         Param("out", INT, doc="Output width.", low=1),
         Param("bias", BOOL, True, "Whether the layer adds a bias."),
-        shape=shapes.linear,
-        count=shapes.linear_params,
-        inputs=shapes.linear_inputs,
+        facts=_affine(shapes.linear, shapes.linear_params, shapes.linear_inputs),
     ),
     _layer(
         "ReLU",
         "max(x, 0). Its abstract transformer is chosen per run (hybrid or DeepZ).",
         "ReLU",
-        neurons=True,
+        facts=LayerFacts(neurons=True),
     ),
     _layer(
         "AvgPool2D",
@@ -112,7 +84,7 @@ DECLARATIONS = [
         Param("kernel_size", SIZE, doc="Window height and width.", low=1),
         Param("stride", OneOf(INT, ListOf(INT)), None, "Stride; the kernel size when not given.", low=1),
         Param("padding", SIZE, 0, "Zero padding on each side.", low=0),
-        shape=shapes.pool2d,
+        facts=LayerFacts(shapes.pool2d, resizes=True),
     ),
     _layer(
         "MaxPool2D",
@@ -121,10 +93,13 @@ DECLARATIONS = [
         Param("kernel_size", SIZE, doc="Window height and width.", low=1),
         Param("stride", OneOf(INT, ListOf(INT)), None, "Stride; the kernel size when not given.", low=1),
         Param("padding", SIZE, 0, "Padding on each side.", low=0),
-        shape=shapes.pool2d,
+        facts=LayerFacts(shapes.pool2d, resizes=True),
     ),
     _layer(
-        "Flatten", "Flattens channels, height and width into one dimension.", "Flatten", shape=shapes.flatten
+        "Flatten",
+        "Flattens channels, height and width into one dimension.",
+        "Flatten",
+        facts=LayerFacts(shapes.flatten, resizes=True),
     ),
     # Blocks: the paper's residual (ParNet1/ParNet2/ParSum) and concatenating (SkipNet1/SkipNet2/SkipCat)
     # branches. The lowering builds Residual and Concat from a whole block; the heads themselves lower to
@@ -133,31 +108,31 @@ DECLARATIONS = [
         "ParNet1",
         "First branch of a residual block: the indented lines under it (none: identity).",
         None,
-        category="block",
+        category=Category.BLOCK,
     ),
     _layer(
         "ParNet2",
         "Second branch of a residual block: the indented lines under it (none: identity).",
         None,
-        category="block",
+        category=Category.BLOCK,
     ),
     _layer(
         "ParSum",
         "Ends a residual block: the sum of the ParNet1 and ParNet2 branches.",
         None,
-        category="block",
+        category=Category.BLOCK,
     ),
     _layer(
         "SkipNet1",
         "First branch of a concatenating block: the indented lines under it (none: identity).",
         None,
-        category="block",
+        category=Category.BLOCK,
     ),
     _layer(
         "SkipNet2",
         "Second branch of a concatenating block: the indented lines under it.",
         None,
-        category="block",
+        category=Category.BLOCK,
     ),
     _layer(
         "SkipCat",
@@ -171,7 +146,7 @@ DECLARATIONS = [
             low=1,
             high=1,
         ),
-        category="block",
+        category=Category.BLOCK,
     ),
     # Abstract layers (Section 3): they change only the abstract element, never the concrete output.
     _abstract(
@@ -187,6 +162,7 @@ DECLARATIONS = [
         "CorrelateFixed",
         Param("k", INT, doc="How many dimensions to correlate.", low=0, subscript=True),
         aliases=("CorrelateFixed",),
+        facts=LayerFacts(correlates="k"),
     ),
     _abstract(
         "CorrMaxK",
@@ -202,6 +178,7 @@ DECLARATIONS = [
             lower_as="k",
         ),
         aliases=("CorrelateMax",),
+        facts=LayerFacts(correlates="num_correlate"),
     ),
     _abstract(
         "CorrMaxPool2D",
@@ -210,8 +187,7 @@ DECLARATIONS = [
         "CorrelateMaxPool",
         Param("kernel_size", SIZE, doc="Window [w, h].", low=1),
         Param("stride", OneOf(INT, ListOf(INT)), None, "Stride s; the kernel size when not given.", low=1),
-        shape=shapes.corr_max_pool,
-        inputs=shapes.first_layer_input,
+        facts=LayerFacts(shapes.corr_max_pool, inputs=shapes.first_layer_input),
     ),
     _abstract(
         "CorrMaxPool3D",
@@ -219,8 +195,7 @@ DECLARATIONS = [
         "CorrelateMaxPool",
         Param("kernel_size", ListOf(INT), doc="Window [c, w, h].", low=1),
         Param("stride", OneOf(INT, ListOf(INT)), None, "Stride s; the kernel size when not given.", low=1),
-        shape=shapes.corr_max_pool,
-        inputs=shapes.first_layer_input,
+        facts=LayerFacts(shapes.corr_max_pool, inputs=shapes.first_layer_input),
     ),
     _abstract(
         "Concretize",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..registry import Constructor, Param
+from ..registry import Category, Constructor, Param
 from ..types import ACTIVATION, BOOL, FLOAT, GOAL, INT, SCHEDULE
 
 RT_GOALS = "daic.runtime.goals:"
@@ -10,7 +10,9 @@ RT_SCHEDULES = "daic.runtime.schedules:"
 
 
 def _goal(name, doc, *params, forms=(), several=False):
-    return Constructor(name, "goal", GOAL, tuple(params), doc, RT_GOALS + name, forms=forms, several=several)
+    return Constructor(
+        name, Category.GOAL, GOAL, tuple(params), doc, RT_GOALS + name, forms=forms, several=several
+    )
 
 
 def _point_and_bound(weight_doc: str) -> tuple[Param, ...]:
@@ -108,7 +110,7 @@ DECLARATIONS = [
     ),
     Constructor(
         "Lin",
-        "schedule",
+        Category.SCHEDULE,
         SCHEDULE,
         (
             Param("start", FLOAT, doc="The value for the first `hold` epochs.", reached=True),
@@ -123,7 +125,7 @@ DECLARATIONS = [
     ),
     Constructor(
         "Until",
-        "schedule",
+        Category.SCHEDULE,
         SCHEDULE,
         (
             Param("epoch", FLOAT, doc="When to switch.", low=0, lower_as="m"),
@@ -139,7 +141,7 @@ DECLARATIONS = [
         RT_SCHEDULES + "Until",
     ),
     *(
-        Constructor(name, "activation", ACTIVATION, (), doc, "daic.runtime.layers.deep_loss:" + name)
+        Constructor(name, Category.ACTIVATION, ACTIVATION, (), doc, "daic.runtime.layers.deep_loss:" + name)
         for name, doc in (
             ("relu", "max(x, 0): the f of DeepLoss in the paper's experiments."),
             ("softplus", "log(1 + exp(x)), a smooth positive activation."),

@@ -3,12 +3,12 @@ missing fields, types and ranges are checked by the same code as a call's argume
 
 from __future__ import annotations
 
-from ..registry import Constructor, Param
+from ..registry import Category, Constructor, Param
 from ..types import DATASET, GOAL, INT, LR_SCHEDULE, OPTIMIZER, SCHEDULE, SCHEME, STR, TEST, ListOf
 
 SCHEME_DECL = Constructor(
     "scheme",
-    "scheme",
+    Category.SCHEME,
     SCHEME,
     (
         Param("net", STR, None, "The network file, relative to this file (the CLI's --net overrides it)."),

@@ -6,9 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from ..registry import ShapeError
-
-Shape = tuple[int, ...]
+from ..registry import Shape, ShapeError
 
 
 def pair(value: object, name: str) -> tuple[int, int]:
@@ -69,10 +67,6 @@ def flatten(shape: Shape, args: Mapping[str, object]) -> Shape:
     return (math.prod(shape),)
 
 
-def same(shape: Shape, args: Mapping[str, object]) -> Shape:
-    return shape
-
-
 def normalize(shape: Shape, args: Mapping[str, object]) -> Shape:
     mean, std = args["mean"], args["std"]
     for name, values in (("mean", mean), ("std", std)):
@@ -92,8 +86,7 @@ def corr_max_pool(shape: Shape, args: Mapping[str, object]) -> Shape:
     return shape
 
 
-# What the lowering passes to runtime layers beyond the written parameters: (input shape, whether the layer
-# comes before every affine layer) -> keyword arguments.
+# What the lowering passes to runtime layers beyond the written parameters (LayerFacts.inputs).
 
 
 def conv2d_inputs(shape: Shape, first: bool) -> dict[str, object]:

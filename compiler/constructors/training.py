@@ -3,7 +3,7 @@ and the verification domains."""
 
 from __future__ import annotations
 
-from ..registry import Constructor, Param
+from ..registry import Category, Constructor, Param
 from ..types import BOOL, DOMAIN, FLOAT, INT, LR_SCHEDULE, OPTIMIZER, STR, TEST, ListOf, OneOf
 
 RT = "daic.runtime.optim:"
@@ -23,7 +23,7 @@ _INTERMEDIATE = Param(
 DECLARATIONS = [
     Constructor(
         "SGD",
-        "optimizer",
+        Category.OPTIMIZER,
         OPTIMIZER,
         (
             Param("lr", FLOAT, 0.1, "Initial learning rate.", low=0, low_open=True),
@@ -37,7 +37,7 @@ DECLARATIONS = [
     ),
     Constructor(
         "Adam",
-        "optimizer",
+        Category.OPTIMIZER,
         OPTIMIZER,
         (
             Param("lr", FLOAT, 0.001, "Initial learning rate.", low=0, low_open=True),
@@ -48,7 +48,7 @@ DECLARATIONS = [
     ),
     Constructor(
         "Steps",
-        "lr",
+        Category.LR,
         LR_SCHEDULE,
         (
             Param("at", ListOf(INT), doc="Epochs at which the rate is multiplied by `factor`.", low=0),
@@ -58,10 +58,12 @@ DECLARATIONS = [
         "300).",
         RT + "Steps",
     ),
-    Constructor("Accuracy", "test", TEST, (), "Standard accuracy on the test set.", RT_EVAL + "Accuracy"),
+    Constructor(
+        "Accuracy", Category.TEST, TEST, (), "Standard accuracy on the test set.", RT_EVAL + "Accuracy"
+    ),
     Constructor(
         "MIFGSM",
-        "test",
+        Category.TEST,
         TEST,
         (
             Param("k", INT, 20, "Iterations.", low=1),
@@ -81,7 +83,7 @@ DECLARATIONS = [
     ),
     Constructor(
         "PGD",
-        "test",
+        Category.TEST,
         TEST,
         (
             Param("k", INT, 20, "Iterations.", low=1),
@@ -93,7 +95,7 @@ DECLARATIONS = [
     ),
     Constructor(
         "Verify",
-        "test",
+        Category.TEST,
         TEST,
         (
             Param(
@@ -111,7 +113,7 @@ DECLARATIONS = [
     ),
     Constructor(
         "Box",
-        "domain",
+        Category.DOMAIN,
         DOMAIN,
         (),
         "Intervals (interval bound propagation), with the margins y_t - y_j folded into the layers after "
@@ -120,7 +122,7 @@ DECLARATIONS = [
     ),
     Constructor(
         "HBox",
-        "domain",
+        Category.DOMAIN,
         DOMAIN,
         (),
         "The hybrid zonotope with one correlated term per input dimension, only_train layers skipped, as the "
@@ -129,7 +131,7 @@ DECLARATIONS = [
     ),
     Constructor(
         "CROWN",
-        "domain",
+        Category.DOMAIN,
         DOMAIN,
         (_INTERMEDIATE,),
         "Linear relaxations back-substituted to the input (CROWN, Zhang et al. 2018; DeepPoly is the same): "
@@ -141,7 +143,7 @@ DECLARATIONS = [
     ),
     Constructor(
         "AlphaCROWN",
-        "domain",
+        Category.DOMAIN,
         DOMAIN,
         (
             Param("steps", INT, 20, "Adam iterations on the slopes.", low=0),
@@ -155,7 +157,7 @@ DECLARATIONS = [
     ),
     Constructor(
         "BranchAndBound",
-        "domain",
+        Category.DOMAIN,
         DOMAIN,
         (
             Param(

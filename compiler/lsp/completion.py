@@ -16,7 +16,7 @@ from lsprotocol import types as T
 
 from daic.compiler.constructors import REGISTRY, SCHEME_DECL
 from daic.compiler.program import Module
-from daic.compiler.registry import LAYER_CATEGORIES, Constructor
+from daic.compiler.registry import LAYER_CATEGORIES, Category, Constructor
 from daic.compiler.types import ANY, BOOL, Type, is_subtype
 
 from . import scope
@@ -133,7 +133,7 @@ def _value_items(ctx: Context, module: Module | None, markup: T.MarkupKind) -> l
     items = [
         item
         for d in REGISTRY.declarations
-        if d.category not in (*LAYER_CATEGORIES, "scheme") and _fits(d.returns, expected)
+        if d.category not in (*LAYER_CATEGORIES, Category.SCHEME) and _fits(d.returns, expected)
         for item in _constructor_items(d, markup)
     ]
     if expected is None or any(is_subtype(BOOL, e) for e in expected):

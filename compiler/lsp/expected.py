@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from daic.compiler.constructors import REGISTRY, SCHEME_DECL
 from daic.compiler.elaborate import Elaborator
-from daic.compiler.registry import LAYER_CATEGORIES, Constructor, Param
+from daic.compiler.registry import LAYER_CATEGORIES, Category, Constructor, Param
 from daic.compiler.types import ANY, ListOf, OneOf, Type
 
 from .cursor import Context, Frame, field_of
@@ -18,7 +18,7 @@ _ELABORATOR = Elaborator(REGISTRY, [])
 
 def constructors(name: str) -> list[Constructor]:
     """Declarations callable by `name` in an expression (layers and the scheme are not)."""
-    return [d for d in REGISTRY.lookup(name) if d.category not in (*LAYER_CATEGORIES, "scheme")]
+    return [d for d in REGISTRY.lookup(name) if d.category not in (*LAYER_CATEGORIES, Category.SCHEME)]
 
 
 def positional_form(decl: Constructor, count: int) -> tuple[str, ...]:

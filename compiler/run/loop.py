@@ -115,7 +115,7 @@ def execute(
         display.finish()
         summary = None
         if group.is_main:
-            summary = write_report(folder, history)
+            summary = write_report(folder, history, [test.column for test in scheme.test])
             stop_point("reported")
             folder.finish(time.time())
     return group.broadcast(summary)

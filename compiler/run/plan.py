@@ -16,8 +16,9 @@ from ..check import check_source
 from ..constructors import SCHEME_DECL
 from ..elaborate import did_you_mean
 from ..lower import lower_network, lower_value
-from ..network import Network, analyze_net
+from ..network import Network, analyze_for_data
 from ..program import Module, Program, SchemeInfo
+from ..registry import Constructor
 from ..sources import language_of, read
 from .errors import RunError
 
@@ -95,17 +96,22 @@ def plan_run(scheme_path: str, scheme_name: str | None, net_override: str | None
 
 
 def _with_network(scheme_path: str, info: SchemeInfo, module: Module, net_path: str) -> Plan:
+    tree, network = load_network(net_path, info.built.args["data"].decl)
+    return Plan(scheme_path, info, module, net_path, tree, network)
+
+
+def load_network(net_path: str, data: Constructor) -> tuple[A.NetFile, Network]:
+    """The `.net` file at `net_path`, parsed and checked against the data set `data`; a RunError with its
+    diagnostics when it does not fit."""
     source = read(net_path)
-    data = info.built.args["data"]
-    facts = data.decl.facts
-    parsed = parse_net(source.text) if source.problem is None else None
-    if parsed is None:
+    if source.problem is not None:
         raise RunError(f"{net_path} cannot be read", [source.problem])
-    network = analyze_net(parsed.tree, facts["shape"], facts["classes"])
+    parsed = parse_net(source.text)
+    network = analyze_for_data(parsed.tree, data.dataset)
     problems = [replace(d, path=net_path) for d in (*parsed.diagnostics, *network.diagnostics)]
     if any(d.is_error for d in problems):
-        raise RunError(f"{net_path} does not fit {data.decl.name}", problems)
-    return Plan(scheme_path, info, module, net_path, parsed.tree, network)
+        raise RunError(f"{net_path} does not fit {data.name}", problems)
+    return parsed.tree, network
 
 
 def lowered(plan: Plan, seed: int | None = None) -> tuple[Scheme, nn.Module]:

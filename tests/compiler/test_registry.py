@@ -3,6 +3,7 @@
 from pathlib import Path
 
 from daic.compiler.constructors import REGISTRY
+from daic.compiler.registry import Category
 from daic.dsl.parser import parse_net
 
 LISTINGS = Path(__file__).parents[1] / "data" / "listings"
@@ -27,16 +28,16 @@ def test_declarations_are_documented_and_unique():
         key = (decl.name, decl.returns)
         assert key not in seen, key
         seen.add(key)
-        if decl.category != "block":
+        if decl.category is not Category.BLOCK:
             assert decl.target and ":" in decl.target and decl.target.startswith("daic.runtime."), decl.name
 
 
 def test_table2_goals_and_test_time_constructors():
-    goals = {d.name for d in REGISTRY.of_category("goal")}
+    goals = {d.name for d in REGISTRY.of_category(Category.GOAL)}
     table2 = {"Point", "Normal", "Uniform", "IFGSM", "Box", "Mix", "Sub", "Sample", "BiSample"}
     assert goals == table2 | {"CROWNIBP", "CCMix", "ExpMix"}
-    assert [d.category for d in REGISTRY.lookup("Box")] == ["goal", "domain"]
-    assert {d.name for d in REGISTRY.of_category("domain")} == {
+    assert [d.category for d in REGISTRY.lookup("Box")] == [Category.GOAL, Category.DOMAIN]
+    assert {d.name for d in REGISTRY.of_category(Category.DOMAIN)} == {
         "Box",
         "HBox",
         "CROWN",

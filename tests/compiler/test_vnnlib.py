@@ -10,7 +10,7 @@ from fractions import Fraction
 import pytest
 import torch
 
-from daic.compiler.lower import load_target
+from daic.compiler.lower import lower_dataset
 from daic.compiler.vnnlib import decimal
 from daic.compiler.weights import load_trained
 
@@ -91,7 +91,7 @@ def test_each_property_is_the_clipped_ball_and_the_labels_margins(checkpoint, tm
     assert (result.exit_code, result.stdout) == (0, f"wrote 12 VNN-LIB properties (eps 0.3) to {folder}\n")
     assert sorted(p.name for p in folder.iterdir()) == sorted(f"prop_{i}.vnnlib" for i in range(12))
     model, _state, decl, _network = load_trained(str(FFNN), str(checkpoint), None)
-    data = load_target(decl.target)().load(None, False)
+    data = lower_dataset(decl).load(None, False)
     misclassified = 0
     for i in range(12):
         text = (folder / f"prop_{i}.vnnlib").read_text()
@@ -172,7 +172,7 @@ def test_the_onnx_network_and_the_properties_form_a_benchmark(checkpoint, tmp_pa
     assert rows == [f"../net/m.onnx,prop_{i}.vnnlib,60" for i in range(4)]
     session = onnxruntime.InferenceSession(str(target))
     model, _state, decl, _network = load_trained(str(FFNN), str(checkpoint), None)
-    data = load_target(decl.target)().load(None, False)
+    data = lower_dataset(decl).load(None, False)
     for i in range(4):
         _inputs, _outputs, _on_inputs, (condition,) = split(
             read_vnnlib((folder / f"prop_{i}.vnnlib").read_text())

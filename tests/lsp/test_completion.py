@@ -7,12 +7,13 @@ import pytest
 from lsprotocol import types as T
 
 from daic.compiler.constructors import REGISTRY
+from daic.compiler.registry import LAYER_CATEGORIES, Category
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
-GOALS = {d.name for d in REGISTRY.of_category("goal")}
-SCHEDULES = {d.name for d in REGISTRY.of_category("schedule")}
-LAYERS = set(REGISTRY.names("layer", "abstract layer", "block"))
+GOALS = {d.name for d in REGISTRY.of_category(Category.GOAL)}
+SCHEDULES = {d.name for d in REGISTRY.of_category(Category.SCHEDULE)}
+LAYERS = set(REGISTRY.names(*LAYER_CATEGORIES))
 
 
 async def labels_at(editor, path, text: str, marker: str, shift: int | None = None) -> list[str]:

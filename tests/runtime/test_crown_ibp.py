@@ -146,7 +146,7 @@ def test_gradients_reach_every_parameter(fused):
     target = torch.tensor([0, 1, 2, 3])
     loss = LossModule(
         net,
-        Scheme(data=Digits(), epsilon=0.1, goal=CROWNIBP(0.5, fused), epochs=1),
+        Scheme(data=Digits(image=(1, 8, 8), classes=10), epsilon=0.1, goal=CROWNIBP(0.5, fused), epochs=1),
         (0.0, 1.0),
     )(x, target, 0.0, torch.Generator())
     loss.backward()
@@ -183,7 +183,7 @@ def test_a_short_training_run_lowers_the_loss(fused):
     from daic.runtime.optim import Adam
 
     scheme = Scheme(
-        data=Digits(),  # its augmentation (none) is all the trainer reads of it
+        data=Digits(image=(1, 8, 8), classes=10),  # its augmentation (none) is all the trainer reads of it
         epsilon=0.05,
         goal=CROWNIBP(1.0, fused),
         epochs=1,

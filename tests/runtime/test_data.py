@@ -11,24 +11,21 @@ import pytest
 import torch
 import torchvision.datasets as tvd
 
-from daic.runtime.data import (
-    CIFAR10,
-    CIFAR100,
-    MNIST,
-    SVHN,
-    DataError,
-    Digits,
-    FashionMNIST,
-    HorizontalFlip,
-    RandomCrop,
-    batches,
-)
+from daic.compiler.constructors import REGISTRY
+from daic.compiler.elaborate import Built
+from daic.compiler.lower import lower_value
+from daic.runtime.data import DataError, HorizontalFlip, RandomCrop, batches
 
 RNG = np.random.default_rng(0)
 
 
+def loader(name, **args):
+    """The runtime loader of a data set as the lowering builds it: with the registry's facts."""
+    return lower_value(Built(REGISTRY.dataset(name), args))
+
+
 def test_digits_is_embedded_and_split_the_same_way_everywhere():
-    data = Digits().load()
+    data = loader("Digits").load()
     assert data.train_x.shape == (1437, 1, 8, 8) and data.test_x.shape == (360, 1, 8, 8)
     assert (
         data.train_x.dtype == torch.float32
@@ -36,9 +33,9 @@ def test_digits_is_embedded_and_split_the_same_way_everywhere():
         and float(data.train_x.max()) == 1
     )
     assert data.classes == 10 and set(data.test_y.tolist()) == set(range(10))
-    again = Digits().load()
+    again = loader("Digits").load()
     assert torch.equal(data.test_x, again.test_x)
-    small = Digits(subset=100).load()
+    small = loader("Digits", subset=100).load()
     assert (len(small.train_y), len(small.test_y)) == (100, 20)
 
 
@@ -53,14 +50,14 @@ def _idx(path, array, gz):
         path.write_bytes(data)
 
 
-@pytest.mark.parametrize("cls", [MNIST, FashionMNIST])
+@pytest.mark.parametrize("name", ["MNIST", "FashionMNIST"])
 @pytest.mark.parametrize("gz", [False, True])
-def test_mnist_formats(tmp_path, cls, gz):
-    raw = tmp_path / cls.name / "raw"
+def test_mnist_formats(tmp_path, name, gz):
+    raw = tmp_path / name / "raw"
     for split, n in (("train", 12), ("t10k", 5)):
         _idx(raw / f"{split}-images-idx3-ubyte", RNG.integers(0, 256, (n, 28, 28)), gz)
         _idx(raw / f"{split}-labels-idx1-ubyte", RNG.integers(0, 10, (n,)), gz)
-    data = cls().load(str(tmp_path))
+    data = loader(name).load(str(tmp_path))
     assert data.train_x.shape == (12, 1, 28, 28) and data.test_x.shape == (5, 1, 28, 28)
     assert float(data.train_x.min()) >= 0 and float(data.train_x.max()) <= 1
     assert data.train_y.dtype == torch.int64
@@ -88,14 +85,14 @@ def _mnist_files(root, images=(28, 28), labels=10, counts=(12, 5), gz=False):
 def test_files_of_other_data_are_refused_before_training(tmp_path, files, message):
     _mnist_files(tmp_path, **files)
     with pytest.raises(DataError, match=message):
-        MNIST().load(str(tmp_path))
+        loader("MNIST").load(str(tmp_path))
 
 
 def test_garbage_and_cut_files_say_what_to_do(tmp_path):
     raw = _mnist_files(tmp_path)
     (raw / "train-images-idx3-ubyte").write_bytes(RNG.integers(0, 256, 4000, dtype=np.uint8).tobytes())
     with pytest.raises(DataError, match="MNIST: no usable data under"):
-        MNIST().load(str(tmp_path))
+        loader("MNIST").load(str(tmp_path))
 
 
 def test_a_cut_gz_leaves_nothing_stale_behind(tmp_path):
@@ -104,11 +101,11 @@ def test_a_cut_gz_leaves_nothing_stale_behind(tmp_path):
     whole = packed.read_bytes()
     packed.write_bytes(whole[: len(whole) // 2])
     with pytest.raises(DataError, match="MNIST: no usable data under"):
-        MNIST().load(str(tmp_path))
+        loader("MNIST").load(str(tmp_path))
     assert not (raw / "train-images-idx3-ubyte").exists()
     assert [p.name for p in raw.glob("*.partial")] == []
     packed.write_bytes(whole)  # the user puts the whole file back
-    assert MNIST().load(str(tmp_path)).train_x.shape == (12, 1, 28, 28)
+    assert loader("MNIST").load(str(tmp_path)).train_x.shape == (12, 1, 28, 28)
 
 
 def _md5(path):
@@ -146,7 +143,7 @@ def test_cifar10_format(tmp_path, monkeypatch):
         "meta",
         {"filename": "batches.meta", "key": "label_names", "md5": _md5(folder / "batches.meta")},
     )
-    data = CIFAR10().load(str(tmp_path))
+    data = loader("CIFAR10").load(str(tmp_path))
     assert data.train_x.shape == (15, 3, 32, 32) and data.test_x.shape == (4, 3, 32, 32)
     assert data.test_y.tolist() == [1, 2, 3, 4]
 
@@ -167,7 +164,7 @@ def test_cifar100_format(tmp_path, monkeypatch):
     monkeypatch.setattr(
         tvd.CIFAR100, "meta", {"filename": "meta", "key": "fine_label_names", "md5": _md5(folder / "meta")}
     )
-    data = CIFAR100().load(str(tmp_path))
+    data = loader("CIFAR100").load(str(tmp_path))
     assert data.train_x.shape == (6, 3, 32, 32) and data.classes == 100
 
 
@@ -186,17 +183,17 @@ def test_svhn_format(tmp_path, monkeypatch):
         )
         split_list[split] = ["", path.name, _md5(path)]
     monkeypatch.setattr(tvd.SVHN, "split_list", split_list)
-    data = SVHN().load(str(tmp_path))
+    data = loader("SVHN").load(str(tmp_path))
     assert data.train_x.shape == (5, 3, 32, 32)
     assert data.train_y.tolist()[0] == 0  # SVHN's label 10 is the digit 0
 
 
-@pytest.mark.parametrize("cls", [MNIST, CIFAR10, SVHN])
-def test_missing_files_say_what_to_do(tmp_path, cls):
+@pytest.mark.parametrize("name", ["MNIST", "CIFAR10", "SVHN"])
+def test_missing_files_say_what_to_do(tmp_path, name):
     with pytest.raises(DataError, match="put the files there or pass --download"):
-        cls().load(str(tmp_path))
+        loader(name).load(str(tmp_path))
     with pytest.raises(DataError, match="pass --data DIR"):
-        cls().load(None)
+        loader(name).load(None)
 
 
 def test_augmentations_and_batches():
@@ -214,15 +211,15 @@ def test_augmentations_and_batches():
     assert sorted(seen.tolist()) == list(range(16)) and seen.tolist() != list(range(16))
 
 
-def test_each_data_set_states_the_registrys_facts():
-    """The runtime's loaders check files against their own image shape and class count (the runtime does
-    not read the compiler's registry): both tables must agree."""
-    import importlib
-
+def test_the_lowering_hands_each_data_set_its_declared_facts():
+    """The registry declares each data set's image shape and classes once; the loader checks files against
+    what the lowering hands it."""
     from daic.compiler.constructors import REGISTRY
+    from daic.compiler.lower import lower_dataset
+    from daic.compiler.registry import Category
 
-    for decl in REGISTRY.of_category("dataset"):
-        module, _, name = decl.target.partition(":")
-        cls = getattr(importlib.import_module(module), name)
-        assert cls.classes == decl.facts["classes"], decl.name
-        assert getattr(cls, "image", decl.facts["shape"]) == decl.facts["shape"], decl.name
+    for decl in REGISTRY.of_category(Category.DATASET):
+        loader = lower_dataset(decl)
+        assert (loader.image, loader.classes) == (decl.dataset.shape, decl.dataset.classes), decl.name
+    assert lower_dataset(REGISTRY.dataset("CIFAR100")).classes == 100
+    assert lower_dataset(REGISTRY.dataset("Digits")).load().test_x.shape[1:] == (1, 8, 8)

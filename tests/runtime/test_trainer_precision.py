@@ -36,7 +36,7 @@ def tiny_data(n_train=32, n_test=16):
 
 def scheme(goal=None, batch=8):
     return Scheme(
-        data=Digits(),
+        data=Digits(image=(1, 8, 8), classes=10),
         epsilon=0.05,
         goal=goal or Mix(Mix(Point(), IFGSM(2), 0.5), Sub(0.5, Box()), 0.5),
         epochs=1,
