@@ -25,4 +25,6 @@ class Scheme:
     test: Sequence[Test] = field(default_factory=lambda: [Accuracy(), Verify()])
     test_every: int | None = None  # besides after the last epoch; None: only then
     relu: str = "hybrid"
+    bn_stats: str = "clean"  # "clean" or "centres" (see `layers.normalization`)
+    precise_bn: bool = False
     seed: int = 0

@@ -27,6 +27,7 @@ from .distributed import GlobalDraws, Group, evaluation_share, gather, local_bat
 from .domains import Element
 from .evaluate import evaluate
 from .goals import GoalEnv, Joint, schedule_values
+from .layers.normalization import batch_norms, fixed_statistics, measure, reestimate_statistics
 from .losses import worst_case_loss
 from .schedules import as_schedule
 from .scheme import Scheme
@@ -93,6 +94,7 @@ class LossModule(nn.Module):
         self.epsilon = as_schedule(scheme.epsilon)
         self.value_range = value_range
         self.amp_dtype = amp_dtype
+        self.normalised = bool(batch_norms(model))
 
     def concrete(self, x: Tensor) -> Tensor:
         if self.amp_dtype is None:
@@ -108,6 +110,14 @@ class LossModule(nn.Module):
         self, x: Tensor, y: Tensor, t: float, generator: torch.Generator, draws: GlobalDraws | None = None
     ) -> Tensor:
         """The loss at training time t (fractional epoch); `draws` is entered while the goal samples."""
+        with fixed_statistics(self.model):
+            if self.normalised:  # every pass of the step, attacks too, with the clean batch's statistics
+                measure(self.model, x, update=True, forward=self.concrete)
+            return self._loss(x, y, t, generator, draws)
+
+    def _loss(
+        self, x: Tensor, y: Tensor, t: float, generator: torch.Generator, draws: GlobalDraws | None
+    ) -> Tensor:
         a, b = self.value_range
         eps = self.epsilon(t)
         lower, upper = (x - eps).clamp(min=a), (x + eps).clamp(max=b)
@@ -117,7 +127,10 @@ class LossModule(nn.Module):
             parts = self.scheme.goal.parts(lower, upper, env)
         ctx = AbstractContext(training=True, t=t, relu=self.scheme.relu)
         total = x.new_zeros(())
+        centres = self.normalised and self.scheme.bn_stats == "centres"
         for part in parts:
+            if centres:
+                self._measure_centres(part.value)
             if isinstance(part.value, Joint):
                 first, second = (self.output(v, ctx) for v in (part.value.first, part.value.second))
                 part_loss = part.value.combine(first, second, y)
@@ -129,6 +142,19 @@ class LossModule(nn.Module):
         for deep in ctx.losses:
             total = total + deep
         return total
+
+    def _measure_centres(self, value: Tensor | Element | Joint) -> None:
+        """BatchNorm's statistics for an abstract part: those of its boxes' centres (a point part keeps
+        the clean batch's)."""
+        elements = (
+            [v for v in (value.first, value.second) if isinstance(v, Element)]
+            if isinstance(value, Joint)
+            else [value]
+            if isinstance(value, Element)
+            else []
+        )
+        if elements:
+            measure(self.model, elements[0].centre().detach(), update=False, forward=self.concrete)
 
 
 class Trainer:
@@ -169,7 +195,7 @@ class Trainer:
             # concretely or abstractly, and abstract layers and DeepLoss own no parameters. So DDP need not
             # walk the autograd graph after each forward looking for unused ones.
             find_unused_parameters=False,
-            **_no_buffer_sync(),
+            **({} if self.loss_module.normalised else _no_buffer_sync()),
         )
 
     def loss(self, x: Tensor, y: Tensor, t: float, generator: torch.Generator) -> Tensor:
@@ -236,6 +262,8 @@ class Trainer:
                             schedule_values(scheme.goal, t),
                         )
                     )
+        if scheme.precise_bn:  # every process measures the whole training set: all agree
+            reestimate_statistics(self.model, data.train_x, max(scheme.batch, 100))
         # Reading the loss waits for the device: on a GPU the host runs ahead of the kernels it queued, so
         # the clock stops only once every step of the epoch has run.
         loss = float(group.sum(running)) / max(1, seen)
@@ -302,9 +330,9 @@ class Trainer:
 
 
 def _no_buffer_sync() -> dict[str, bool]:
-    """DDP's option not to broadcast buffers before each forward: nothing in a daic network changes its
-    buffers while training (no batch norm; Normalize's mean and std are constants). Newer PyTorch renames
-    the option."""
+    """DDP's option not to broadcast buffers before each forward, for networks without BatchNorm: nothing
+    else changes its buffers while training (Normalize's mean and std are constants). With BatchNorm, DDP
+    keeps rank 0's running statistics everywhere. Newer PyTorch renames the option."""
     from torch.nn.parallel import DistributedDataParallel
 
     if "forward_sync_buffers" in inspect.signature(DistributedDataParallel).parameters:

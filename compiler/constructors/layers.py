@@ -71,6 +71,25 @@ DECLARATIONS = [
         facts=_affine(shapes.linear, shapes.linear_params, shapes.linear_inputs),
     ),
     _layer(
+        "BatchNorm",
+        "Batch normalisation, (x - mean) / sqrt(var + eps) * weight + bias, per channel of an image (per "
+        "feature of a vector), as torch's BatchNorm2d/BatchNorm1d. At test time, verification and export it "
+        "is the affine map of the running statistics; in a training step, of the statistics of one batch "
+        "fixed for the whole step (the scheme's `bn_stats`), which every domain bounds exactly.",
+        "BatchNorm",
+        Param("eps", FLOAT, 1e-5, "Added to the variance before its square root.", low=0, low_open=True),
+        Param(
+            "momentum",
+            FLOAT,
+            0.1,
+            "The weight of each step's statistics in the running ones.",
+            low=0,
+            high=1,
+            low_open=True,
+        ),
+        facts=LayerFacts(count_params=shapes.batch_norm_params, inputs=shapes.batch_norm_inputs, affine=True),
+    ),
+    _layer(
         "ReLU",
         "max(x, 0). Its abstract transformer is chosen per run (hybrid or DeepZ).",
         "ReLU",

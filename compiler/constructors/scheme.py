@@ -4,7 +4,7 @@ missing fields, types and ranges are checked by the same code as a call's argume
 from __future__ import annotations
 
 from ..registry import Category, Constructor, Param
-from ..types import DATASET, GOAL, INT, LR_SCHEDULE, OPTIMIZER, SCHEDULE, SCHEME, STR, TEST, ListOf
+from ..types import BOOL, DATASET, GOAL, INT, LR_SCHEDULE, OPTIMIZER, SCHEDULE, SCHEME, STR, TEST, ListOf
 
 SCHEME_DECL = Constructor(
     "scheme",
@@ -40,6 +40,22 @@ SCHEME_DECL = Constructor(
             "hybrid",
             'The hybrid zonotope ReLU: the reference\'s "hybrid" or the tighter "deepz".',
             choices=("hybrid", "deepz"),
+        ),
+        Param(
+            "bn_stats",
+            STR,
+            "clean",
+            "Where a training step's BatchNorm statistics come from, fixed for the whole step: "
+            '"clean", the clean batch (as CTBench); "centres", for each abstract part of the goal, '
+            "the centres of its boxes (for SABR, the adversarial points, as De Palma et al.).",
+            choices=("clean", "centres"),
+        ),
+        Param(
+            "precise_bn",
+            BOOL,
+            False,
+            "Precise-BN: after every epoch, BatchNorm's population statistics are measured again over the "
+            "training set (an equal-weight average over its batches) instead of the momentum average.",
         ),
         Param("seed", INT, 0, "Seed of every random number generator.", low=0),
     ),

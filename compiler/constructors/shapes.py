@@ -100,3 +100,11 @@ def linear_inputs(shape: Shape, first: bool) -> dict[str, object]:
 def first_layer_input(shape: Shape, first: bool) -> dict[str, object]:
     # CorrelateMaxPool pools h_C before the first layer (where h_B is flat) and h_B after it (Section 3.1).
     return {"first_layer": first}
+
+
+def batch_norm_params(shape: Shape, args: Mapping[str, object]) -> int:
+    return 2 * shape[0]  # a scale and a shift per channel (per feature for vectors)
+
+
+def batch_norm_inputs(shape: Shape, first: bool) -> dict[str, object]:
+    return {"features": shape[0]}

@@ -7,12 +7,14 @@ from .containers import Concat, Residual, Sequential
 from .correlation import CorrelateAll, CorrelateFixed, CorrelateMax, CorrelateMaxPool
 from .decorrelation import Concretize, DecorrelateAll, DecorrelateMin
 from .deep_loss import DeepLoss, deep_loss
+from .normalization import BatchNorm
 from .pooling import AvgPool2D, MaxPool2D
 
 __all__ = [
     "AbstractLayer",
     "AbstractMixin",
     "AvgPool2D",
+    "BatchNorm",
     "Concat",
     "Concretize",
     "Conv2D",

@@ -14,6 +14,7 @@ from torch import nn
 
 from daic.runtime import (
     AvgPool2D,
+    BatchNorm,
     Concat,
     Conv2D,
     CorrelateAll,
@@ -100,7 +101,8 @@ def networks(draw) -> tuple[Sequential, tuple[int, int, int]]:
         std = [s * v for s, v in zip(sign, magnitude, strict=True)]
         layers.append(Normalize(mean, std))
     for _ in range(draw(st.integers(1, 5))):
-        kind = draw(st.sampled_from(["conv", "relu", "avgpool", "maxpool", "abstract", "residual", "concat"]))
+        kinds = ["conv", "relu", "avgpool", "maxpool", "abstract", "residual", "concat", "batchnorm"]
+        kind = draw(st.sampled_from(kinds))
         if kind == "conv":
             out = draw(st.integers(1, 3))
             k = draw(st.integers(1, min(3, h, w)))
@@ -110,6 +112,8 @@ def networks(draw) -> tuple[Sequential, tuple[int, int, int]]:
             c, h, w = out, (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1
         elif kind == "relu":
             layers.append(ReLU())
+        elif kind == "batchnorm":
+            layers.append(BatchNorm(c))
         elif kind == "avgpool" and min(h, w) >= 2:
             k = draw(st.integers(1, 2))
             p = draw(st.integers(0, k // 2))
@@ -141,6 +145,8 @@ def networks(draw) -> tuple[Sequential, tuple[int, int, int]]:
     n = c * h * w
     hidden = draw(st.integers(1, 6))
     layers.append(Linear(n, hidden))
+    if draw(st.booleans()):
+        layers.append(BatchNorm(hidden))
     layers.append(ReLU())
     if draw(st.booleans()):
         layers.append(draw(abstract_layers((hidden,))))
@@ -151,7 +157,8 @@ def networks(draw) -> tuple[Sequential, tuple[int, int, int]]:
 
 
 def randomize(net: nn.Module, seed: int) -> None:
-    """Weights of a moderate scale and biases large enough that many ReLUs cross zero."""
+    """Weights of a moderate scale and biases large enough that many ReLUs cross zero. BatchNorm layers get
+    random statistics and are put in eval mode, so that every pass uses the same (running) statistics."""
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for module in net.modules():
@@ -164,6 +171,13 @@ def randomize(net: nn.Module, seed: int) -> None:
                 )
                 module.weight.copy_(w)
                 module.bias.copy_(torch.randn(module.bias.shape, generator=g, dtype=torch.float64) * 0.3)
+            if isinstance(module, BatchNorm):
+                n = module.features
+                module.weight.copy_(torch.randn(n, generator=g, dtype=torch.float64) * 1.5)
+                module.bias.copy_(torch.randn(n, generator=g, dtype=torch.float64) * 0.3)
+                module.running_mean.copy_(torch.randn(n, generator=g, dtype=torch.float64) * 0.3)
+                module.running_var.copy_(torch.rand(n, generator=g, dtype=torch.float64) * 2 + 0.1)
+                module.eval()
 
 
 def input_box(

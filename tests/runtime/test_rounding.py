@@ -8,7 +8,7 @@ from fractions import Fraction
 import pytest
 import torch
 
-from daic.runtime import Box, HybridZonotope, Linear, ReLU, Sequential
+from daic.runtime import BatchNorm, Box, HybridZonotope, Linear, ReLU, Sequential
 from daic.runtime.certify import Attack, Bounds, balls, certify
 from daic.runtime.domains import Symbolic
 from daic.runtime.domains.rounding import outward_rounding
@@ -82,20 +82,24 @@ def test_the_input_box_contains_the_clipped_ball_in_exact_arithmetic():
         assert centre - radius <= exact_lower and centre + radius >= exact_upper
 
 
-def test_ordinary_networks_keep_their_certificates():
+@pytest.mark.parametrize("batch_norm", [False, True], ids=["plain", "batchnorm"])
+def test_ordinary_networks_keep_their_certificates(batch_norm):
     """On a network trained to be certified, outward rounding loses no certificate (its margins move by
-    far less than they are), and the bounds it reports stay below the nearest-rounded ones."""
+    far less than they are), and the bounds it reports stay below the nearest-rounded ones; with
+    BatchNorm, whose scale and shift are computed from its statistics, too."""
     torch.manual_seed(0)
     generator = torch.Generator().manual_seed(0)
     centres = torch.tensor([[0.25, 0.3], [0.7, 0.35], [0.5, 0.75]], dtype=torch.float64)
     labels = torch.randint(0, 3, (300,), generator=generator)
     points = centres[labels] + 0.08 * torch.randn(300, 2, generator=generator, dtype=torch.float64)
-    net = Sequential(Linear(2, 16), ReLU(), Linear(16, 16), ReLU(), Linear(16, 3)).double()
+    norm = [BatchNorm(16)] if batch_norm else []
+    net = Sequential(Linear(2, 16), *norm, ReLU(), Linear(16, 16), ReLU(), Linear(16, 3)).double()
     optimizer = torch.optim.Adam(net.parameters(), lr=0.03)
     for _ in range(200):
         optimizer.zero_grad()
         torch.nn.functional.cross_entropy(net(points), labels).backward()
         optimizer.step()
+    net.eval()
     x, y = points[:100], net(points[:100]).argmax(1)
     for domain in DOMAINS:
         steps = [Attack(), Bounds(domain)]

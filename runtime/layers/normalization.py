@@ -1,0 +1,233 @@
+"""Batch normalisation: per channel (images) or per feature (vectors), ``(x - mean) / sqrt(var + eps) *
+weight + bias``.
+
+With its statistics fixed, the layer is an affine map with one scale and one shift per channel, which
+every domain bounds exactly (a box's radius scales by ``|scale|``, a zonotope's terms by ``scale``, a
+linear relaxation's rows by ``scale``). Which statistics:
+
+- at test time (`eval()`), verification and export: the running (population) statistics;
+- in a training step, the statistics of one batch of points, fixed for the whole step (`fixed_statistics`),
+  so that every pass of the step, concrete (attacks) and abstract (bounds), computes the same function:
+  from the clean batch, as CTBench does, or from the centres of a goal's boxes (the scheme's `bn_stats`);
+- a training-mode pass with nothing fixed (a network used outside the trainer) uses its own batch's
+  statistics, as torch's BatchNorm does; an abstract one uses the statistics of its element's centres.
+
+`reestimate_statistics` is Precise-BN: the population statistics measured again over the training set
+(an equal-weight average over its batches), rather than the momentum average of the steps, whose weights
+kept changing while they were measured.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import torch
+from torch import Tensor, nn
+
+from ..context import AbstractContext
+from ..domains import Box, HybridZonotope
+from ..domains.rounding import Rounding
+from .affine import affine_box, affine_hz
+from .base import AbstractMixin
+
+
+class BatchNorm(AbstractMixin, nn.Module):
+    """Batch normalisation over dimension 1 (channels of ``(B, C, H, W)``, features of ``(B, F)``)."""
+
+    def __init__(self, features: int, eps: float = 1e-5, momentum: float = 0.1) -> None:
+        super().__init__()
+        self.features, self.eps, self.momentum = int(features), float(eps), float(momentum)
+        self.weight = nn.Parameter(torch.ones(self.features))
+        self.bias = nn.Parameter(torch.zeros(self.features))
+        self.register_buffer("running_mean", torch.zeros(self.features))
+        self.register_buffer("running_var", torch.ones(self.features))
+        self.register_buffer("num_batches_tracked", torch.zeros((), dtype=torch.long))
+        # A training step's statistics, fixed by `fixed_statistics` (not state: a step's, never saved).
+        self.fixed: tuple[Tensor, Tensor] | None = None
+        self.cumulative = False  # Precise-BN: running statistics as an equal-weight average of batches
+
+    # --- statistics -------------------------------------------------------------------------------------
+
+    def batch_statistics(self, x: Tensor, update: bool) -> tuple[Tensor, Tensor]:
+        """The mean and (biased) variance of ``x`` per channel; with ``update``, folded into the running
+        statistics as torch's BatchNorm does (the unbiased variance, by momentum)."""
+        dims = [0, *range(2, x.dim())]
+        mean = x.mean(dims)
+        var = x.var(dims, unbiased=False)
+        if update:
+            self._update_running(mean.detach(), var.detach(), x.numel() // self.features)
+        return mean, var
+
+    @torch.no_grad()
+    def _update_running(self, mean: Tensor, var: Tensor, n: int) -> None:
+        self.num_batches_tracked += 1
+        rate = 1.0 / int(self.num_batches_tracked) if self.cumulative else self.momentum
+        unbiased = var * (n / max(1, n - 1))
+        self.running_mean.lerp_(mean.to(self.running_mean.dtype), rate)
+        self.running_var.lerp_(unbiased.to(self.running_var.dtype), rate)
+
+    def statistics(self, x: Tensor | None) -> tuple[Tensor, Tensor]:
+        """The statistics this pass uses (see the module docstring); ``x`` is the batch they come from when
+        none are fixed: the input itself (concrete) or the element's centres (abstract)."""
+        if not self.training:
+            return self.running_mean, self.running_var
+        if self.fixed is not None:
+            return self.fixed
+        if x is None:
+            raise RuntimeError("BatchNorm in training mode needs a batch to take its statistics from")
+        return self.batch_statistics(x, update=False)
+
+    def scale_shift(self, mean: Tensor, var: Tensor, like: Tensor) -> tuple[Tensor, Tensor]:
+        """The affine map of these statistics, per channel, shaped to broadcast over ``like``."""
+        shape = (1, -1, *([1] * (like.dim() - 2)))
+        dtype = like.dtype
+        scale = self.weight.to(dtype) / torch.sqrt(var.to(dtype) + self.eps)
+        shift = self.bias.to(dtype) - mean.to(dtype) * scale
+        return scale.view(shape), shift.view(shape)
+
+    # --- concrete and abstract passes -------------------------------------------------------------------
+
+    def forward(self, x: Tensor) -> Tensor:
+        if self.training and self.fixed is None:
+            mean, var = self.batch_statistics(x, update=True)
+        else:
+            mean, var = self.statistics(x)
+        scale, shift = self.scale_shift(mean, var, x)
+        return x * scale + shift
+
+    def _map(self, centre: Tensor) -> tuple[Tensor, Tensor]:
+        return self.scale_shift(*self.statistics(centre), centre)
+
+    def abstract_box(self, x: Box, ctx: AbstractContext) -> Box:
+        scale, shift = self._map(x.center)
+        return affine_box(x, lambda v, with_bias: v * scale + shift if with_bias else v * scale, _abs(scale))
+
+    def abstract_hz(self, x: HybridZonotope, ctx: AbstractContext) -> HybridZonotope:
+        scale, shift = self._map(x.head)
+        return affine_hz(x, lambda v, with_bias: v * scale + shift if with_bias else v * scale, _abs(scale))
+
+    def rounding(self, x) -> Rounding:
+        """``x * scale + shift`` with the scale and shift computed from the statistics: two roundings per
+        output, the scale within ``gamma(3)`` (an addition, a square root, a division) and the shift within
+        ``gamma(2)`` of ``|bias| + |mean * scale|``; seven roundings' room covers them all."""
+        mean, var = (v.detach().double() for v in self.statistics(None))
+        per_channel = (-1, *[1] * (len(x.shape) - 2))
+        scale, _shift = self.scale_shift(mean, var, mean.new_empty(1, self.features))
+        gain = scale.abs().view(per_channel)
+        constant = self.bias.detach().double().abs().view(per_channel) + mean.abs().view(per_channel) * gain
+        return Rounding(6, 4, gain, constant)
+
+    def back_symbolic(self, coeffs, node, how):
+        """``A (x * scale + shift) = (A scale) x + A shift``."""
+        like = node.analysis.center.new_empty(node.shape)
+        scale, shift = self.scale_shift(*self.statistics(None), like)
+        return coeffs.mul(scale), coeffs.dot(shift)
+
+    def extra_repr(self) -> str:
+        return f"{self.features}, eps={self.eps:g}, momentum={self.momentum:g}"
+
+
+def _abs(scale: Tensor):
+    magnitude = scale.abs()
+    return lambda radius: radius * magnitude
+
+
+def batch_norms(model: nn.Module) -> list[BatchNorm]:
+    return [m for m in model.modules() if isinstance(m, BatchNorm)]
+
+
+@contextmanager
+def fixed_statistics(model: nn.Module) -> Iterator[None]:
+    """Within it, `measure(model, x)` fixes every BatchNorm's training statistics to those of the points
+    ``x``, for every pass until the next `measure`; on leaving, nothing is fixed."""
+    layers = batch_norms(model)
+    try:
+        yield
+    finally:
+        for layer in layers:
+            layer.fixed = None
+
+
+def measure(
+    model: nn.Module, x: Tensor, update: bool, forward: Callable[[Tensor], Tensor] | None = None
+) -> None:
+    """Fixes every BatchNorm's statistics to those of the batch ``x`` (one concrete pass, `forward` or the
+    model's own, whose gradient flows into the statistics as it does in torch's BatchNorm); with
+    ``update``, the running statistics take them in too."""
+    layers = batch_norms(model)
+    for layer in layers:
+        layer.fixed = None
+    handles = [layer.register_forward_pre_hook(_fixing(update)) for layer in layers]
+    try:
+        (forward or model)(x)
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def _fixing(update: bool):
+    def hook(layer: BatchNorm, inputs: tuple[Tensor]) -> None:
+        layer.fixed = layer.batch_statistics(inputs[0], update)
+
+    return hook
+
+
+@torch.no_grad()
+def reestimate_statistics(model: nn.Module, x: Tensor, batch: int) -> None:
+    """Precise-BN: every BatchNorm's running statistics measured again as the equal-weight average of the
+    statistics of the batches of ``x`` (in order), the network's other layers fixed."""
+    layers = batch_norms(model)
+    if not layers:
+        return
+    was_training = model.training
+    model.train()
+    for layer in layers:
+        layer.running_mean.zero_()
+        layer.running_var.zero_()
+        layer.num_batches_tracked.zero_()
+        layer.cumulative, layer.fixed = True, None
+    try:
+        device = layers[0].running_mean.device
+        for start in range(0, len(x), batch):
+            model(x[start : start + batch].to(device))
+    finally:
+        for layer in layers:
+            layer.cumulative = False
+        model.train(was_training)
+
+
+@torch.no_grad()
+def fold_batch_norms(model: nn.Module) -> nn.Module:
+    """A copy of the (test-time) network with every BatchNorm that directly follows a Conv2D or Linear in
+    a sequence folded into that layer's weights and bias: the network verifiers and ONNX tools expect,
+    computing the same function (up to rounding). A BatchNorm with no such layer before it stays."""
+    from .affine import Conv2D, Linear
+    from .containers import Sequential
+
+    folded = copy.deepcopy(model).eval()
+    for sequence in [m for m in folded.modules() if isinstance(m, Sequential)]:
+        layers = list(sequence)
+        kept: list[nn.Module] = []
+        for layer in layers:
+            before = kept[-1] if kept else None
+            if isinstance(layer, BatchNorm) and isinstance(before, (Conv2D, Linear)):
+                _fold(before, layer)
+                continue
+            kept.append(layer)
+        if len(kept) != len(layers):
+            for name in list(sequence._modules):
+                del sequence._modules[name]
+            for i, layer in enumerate(kept):
+                sequence.add_module(str(i), layer)
+    return folded
+
+
+def _fold(affine: nn.Module, norm: BatchNorm) -> None:
+    like = affine.weight.new_empty(1, norm.features)
+    scale, shift = (v.view(-1) for v in norm.scale_shift(norm.running_mean, norm.running_var, like))
+    if affine.bias is None:
+        affine.bias = nn.Parameter(torch.zeros_like(scale))
+    affine.weight.mul_(scale.view(-1, *([1] * (affine.weight.dim() - 1))))
+    affine.bias.mul_(scale).add_(shift)
