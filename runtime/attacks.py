@@ -6,6 +6,8 @@ network's parameter gradients are untouched. Randomness comes from an explicit g
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -86,3 +88,42 @@ def mifgsm(
         momentum = mu * momentum + grad / norm
         adv = _clip(adv + step * momentum.sign(), lower, upper)
     return adv.detach()
+
+
+def pgd_ce(
+    model: nn.Module,
+    lower: Tensor,
+    upper: Tensor,
+    target: Tensor,
+    k: int = 8,
+    step: float = 0.5,
+    restarts: int = 1,
+    generator: torch.Generator | None = None,
+) -> Tensor:
+    """The point of highest cross-entropy that PGD finds in the box (a training attack, as SABR's): from
+    `restarts` uniform random starts, `k` signed-gradient steps of `step` times the box's radius (per
+    dimension), the step a tenth as large from step ceil(k/2), again from ceil(0.8 k) and ceil(0.9 k);
+    every iterate of every restart is a candidate."""
+    radius = (upper - lower) / 2
+    milestones = [math.ceil(f * k) for f in (0.5, 0.8, 0.9)]
+    best = (lower + upper) / 2
+    best_loss = torch.full(target.shape, -math.inf, device=lower.device, dtype=lower.dtype)
+    for _ in range(restarts):
+        noise = to_device(torch.rand(lower.shape, generator=generator, dtype=lower.dtype), lower.device)
+        x = lower + (upper - lower) * noise
+        for i in range(k):
+            scale = step * 0.1 ** sum(i >= m for m in milestones)
+            x = x.detach().requires_grad_(True)
+            with torch.enable_grad():
+                losses = F.cross_entropy(model(x), target, reduction="none")
+                (grad,) = torch.autograd.grad(losses.sum(), x)
+            better = losses.detach() > best_loss
+            best = torch.where(better.view(-1, *[1] * (x.dim() - 1)), x.detach(), best)
+            best_loss = torch.maximum(best_loss, losses.detach())
+            x = _clip(x.detach() + scale * radius * grad.sign(), lower, upper)
+        with torch.no_grad():
+            losses = F.cross_entropy(model(x), target, reduction="none")
+        better = losses > best_loss
+        best = torch.where(better.view(-1, *[1] * (x.dim() - 1)), x, best)
+        best_loss = torch.maximum(best_loss, losses)
+    return best.detach()

@@ -19,12 +19,15 @@ class AbstractContext:
     - ``relu``: the hybrid-zonotope ReLU transformer, ``"hybrid"`` (the reference DiffAI transformer) or
       ``"deepz"`` (the minimal-area zonotope relaxation). Boxes always use the exact interval ReLU.
     - ``losses``: DeepLoss appends its weighted loss terms here; the training loop adds them to its loss.
+    - ``relu_inputs``: when a list, each ReLU appends the box it is given (the warm-up regularisers read
+      them).
     """
 
     training: bool = False
     t: float = 0.0
     relu: str = "hybrid"
     losses: list[Tensor] = field(default_factory=list)
+    relu_inputs: list | None = None
 
     def __post_init__(self) -> None:
         if self.relu not in RELU_VARIANTS:

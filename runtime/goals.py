@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .attacks import ifgsm
+from .attacks import ifgsm, pgd_ce
 from .data import to_device
 from .domains import Element as AbstractElement
 from .domains import HybridZonotope, Symbolic, Value
@@ -112,6 +112,21 @@ class IFGSM(Goal):
 
     def __repr__(self) -> str:
         return f"IFGSM({self.k})"
+
+
+class PGD(Goal):
+    """The point of highest cross-entropy that k steps of PGD find in the box from random starts (see
+    `attacks.pgd_ce`): SABR's attack with its defaults (8 steps of half the radius, decayed), De Palma et
+    al.'s with PGD(1, 10) (one step of ten radii from a random start, clipped to the box)."""
+
+    def __init__(self, k: int = 8, step: float = 0.5, restarts: int = 1) -> None:
+        self.k, self.step, self.restarts = int(k), float(step), int(restarts)
+
+    def alpha(self, lower, upper, env):
+        return pgd_ce(env.model, lower, upper, env.target, self.k, self.step, self.restarts, env.generator)
+
+    def __repr__(self) -> str:
+        return f"PGD({self.k}, {self.step:g}, {self.restarts})"
 
 
 class Box(Goal):
@@ -255,6 +270,31 @@ class Sample(Goal):
 
     def __repr__(self) -> str:
         return f"Sample({self.delta!r}, {self.r!r}, {self.g_s!r}, {self.g_t!r})"
+
+
+class SmallBox(Goal):
+    """SABR (Müller et al., ICLR 2023): g on the box of `size` times the input box's radius around the
+    point the attack finds in the whole box, moved (per dimension) as little as needed to lie inside it."""
+
+    def __init__(self, size: ScheduleLike, attack: Goal | None = None, g: Goal | None = None) -> None:
+        self.size = as_schedule(size)
+        self.attack = attack if attack is not None else PGD()
+        self.g = g if g is not None else Box()
+
+    def _box(self, lower, upper, env):
+        half = (upper - lower) * (0.5 * self.size(env.t))
+        point = _centre(self.attack.alpha(lower, upper, env))
+        centre = torch.minimum(torch.maximum(point, lower + half), upper - half)
+        return centre - half, centre + half
+
+    def alpha(self, lower, upper, env):
+        return self.g.alpha(*self._box(lower, upper, env), env)
+
+    def parts(self, lower, upper, env):
+        return self.g.parts(*self._box(lower, upper, env), env)
+
+    def __repr__(self) -> str:
+        return f"SmallBox({self.size!r}, {self.attack!r}, {self.g!r})"
 
 
 class BiSample(Goal):

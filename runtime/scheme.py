@@ -27,4 +27,7 @@ class Scheme:
     relu: str = "hybrid"
     bn_stats: str = "clean"  # "clean" or "centres" (see `layers.normalization`)
     precise_bn: bool = False
+    warmup_reg: float = 0.0  # Shi et al.'s lambda (see `regularisers`)
+    l1: float = 0.0
+    grad_clip: float | None = None
     seed: int = 0

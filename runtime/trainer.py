@@ -29,6 +29,7 @@ from .evaluate import evaluate
 from .goals import GoalEnv, Joint, schedule_values
 from .layers.normalization import batch_norms, fixed_statistics, measure, reestimate_statistics
 from .losses import worst_case_loss
+from .regularisers import l1_penalty, warmup_regulariser
 from .schedules import as_schedule
 from .scheme import Scheme
 
@@ -141,6 +142,21 @@ class LossModule(nn.Module):
             total = total + part.weight * part_loss
         for deep in ctx.losses:
             total = total + deep
+        return total + self._regularisers(lower, upper, eps)
+
+    def _regularisers(self, lower: Tensor, upper: Tensor, eps: float) -> Tensor | float:
+        scheme, total = self.scheme, 0.0
+        final = self.epsilon(scheme.epochs)
+        if scheme.warmup_reg > 0 and eps < final:
+            # With eps = 0 the box is a point: a radius of 1e-6 gives the bounds the regulariser needs.
+            if eps <= 0:
+                x = (lower + upper) / 2
+                a, b = self.value_range
+                lower, upper = (x - 1e-6).clamp(min=a), (x + 1e-6).clamp(max=b)
+            weight = scheme.warmup_reg * (1 - eps / final)
+            total = total + weight * warmup_regulariser(self.model, lower, upper, scheme.relu)
+        if scheme.l1 > 0:
+            total = total + scheme.l1 * l1_penalty(self.model)
         return total
 
     def _measure_centres(self, value: Tensor | Element | Joint) -> None:
@@ -287,13 +303,19 @@ class Trainer:
         loss is its process's mean over equally many examples, so the average is the global batch's mean)."""
         loss = self.step_module(x, y, t, generator, draws)
         self.optimizer.zero_grad(set_to_none=True)
+        clip = self.scheme.grad_clip
         if self.scaler is None:
             loss.backward()
+            if clip:
+                torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip)
             self.optimizer.step()
         else:
             # GradScaler.step reads back whether any gradient overflowed: one wait per step, the price of
             # fp16 (bf16 needs no scaler).
             self.scaler.scale(loss).backward()
+            if clip:
+                self.scaler.unscale_(self.optimizer)
+                torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip)
             self.scaler.step(self.optimizer)
             self.scaler.update()
         return loss

@@ -39,6 +39,21 @@ DECLARATIONS = [
         Param("k", INT, doc="Iterations.", low=1, subscript=True),
     ),
     _goal(
+        "PGD",
+        "Trains on the point of highest cross-entropy that k steps of projected gradient descent find in "
+        "the box, from `restarts` random starts: each step moves every pixel by step x the box's radius "
+        "there, in the gradient's sign direction, and is a tenth as large from step ceil(k/2), again from "
+        "ceil(0.8k) and ceil(0.9k) (SABR's schedule; its defaults are SABR's, Müller et al., ICLR 2023). "
+        "PGD(1, 10) is De Palma et al.'s attack for MTL-IBP and CC-IBP (one step of ten radii from a random "
+        "start, clipped to the box). In a training step the attack sees the step's BatchNorm statistics "
+        "(SABR's code attacks with the running ones).",
+        Param("k", INT, 8, "Steps.", low=1),
+        Param(
+            "step", FLOAT, 0.5, "The first steps' size, relative to the box's radius.", low=0, low_open=True
+        ),
+        Param("restarts", INT, 1, "Random starts.", low=1),
+    ),
+    _goal(
         "Box",
         "Propagates the box <(l + u)/2, (u - l)/2, 0> and trains on the worst-case logits of its "
         "concretization with cross-entropy (Table 2; IBP's loss).",
@@ -100,6 +115,19 @@ DECLARATIONS = [
         Param("g_s", GOAL, doc="The goal that picks the sample's centre.", abstractions="one"),
         Param("g_t", GOAL, doc="The goal trained on the sampled box.", abstractions="passed"),
         forms=(("delta", "g_s", "g_t"), ("delta", "r", "g_s", "g_t")),
+    ),
+    _goal(
+        "SmallBox",
+        "SABR (Müller et al., ICLR 2023): g on a small box of `size` times the input box's radius, centred "
+        "on the point that `attack` finds in the whole box and moved, per dimension, as little as needed to "
+        "lie inside it. SABR's radius is size x eps, clipped to [0, 1]; this one is size x the clipped "
+        "box's radius (CTBench's), the same away from the value range's edges. Sample(size, 1, attack, g) "
+        "differs: it attacks only the shrunk box that the small box's centre may take.",
+        Param(
+            "size", SCHEDULE, doc="lambda, the small box's radius relative to the input box's.", low=0, high=1
+        ),
+        Param("attack", GOAL, "PGD", "The goal that picks the small box's centre.", abstractions="one"),
+        Param("g", GOAL, "Box", "The goal trained on the small box.", abstractions="passed"),
     ),
     _goal(
         "BiSample",

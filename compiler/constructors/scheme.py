@@ -4,7 +4,20 @@ missing fields, types and ranges are checked by the same code as a call's argume
 from __future__ import annotations
 
 from ..registry import Category, Constructor, Param
-from ..types import BOOL, DATASET, GOAL, INT, LR_SCHEDULE, OPTIMIZER, SCHEDULE, SCHEME, STR, TEST, ListOf
+from ..types import (
+    BOOL,
+    DATASET,
+    FLOAT,
+    GOAL,
+    INT,
+    LR_SCHEDULE,
+    OPTIMIZER,
+    SCHEDULE,
+    SCHEME,
+    STR,
+    TEST,
+    ListOf,
+)
 
 SCHEME_DECL = Constructor(
     "scheme",
@@ -56,6 +69,32 @@ SCHEME_DECL = Constructor(
             False,
             "Precise-BN: after every epoch, BatchNorm's population statistics are measured again over the "
             "training set (an equal-weight average over its batches) instead of the momentum average.",
+        ),
+        Param(
+            "warmup_reg",
+            FLOAT,
+            0,
+            "lambda of the warm-up regularisers of Shi et al. (NeurIPS 2021): while epsilon is below its "
+            "final value, lambda * (1 - eps / final eps) * (L_tightness + L_relu) is added to the loss, "
+            "from the interval bounds of every ReLU's input over the step's epsilon-box (tau = 0.5). "
+            "Their setting: 0.5 (0.2 on TinyImageNet).",
+            low=0,
+        ),
+        Param(
+            "l1",
+            FLOAT,
+            0,
+            "Adds l1 * sum |w| over the Conv2D and Linear weights to the loss (biases and BatchNorm are "
+            "not counted, as in CTBench).",
+            low=0,
+        ),
+        Param(
+            "grad_clip",
+            FLOAT,
+            None,
+            "Clips the gradient's norm over all parameters to this value before each step (CTBench: 10).",
+            low=0,
+            low_open=True,
         ),
         Param("seed", INT, 0, "Seed of every random number generator.", low=0),
     ),

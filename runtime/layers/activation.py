@@ -171,6 +171,8 @@ class ReLU(AbstractMixin, nn.Module):
         return F.relu(x)
 
     def abstract_box(self, x: Box, ctx: AbstractContext) -> Box:
+        if ctx.relu_inputs is not None:
+            ctx.relu_inputs.append(x)
         return relu_box(x)
 
     def abstract_hz(self, x: HybridZonotope, ctx: AbstractContext) -> HybridZonotope:

@@ -35,7 +35,7 @@ def test_declarations_are_documented_and_unique():
 def test_table2_goals_and_test_time_constructors():
     goals = {d.name for d in REGISTRY.of_category(Category.GOAL)}
     table2 = {"Point", "Normal", "Uniform", "IFGSM", "Box", "Mix", "Sub", "Sample", "BiSample"}
-    assert goals == table2 | {"CROWNIBP", "CCMix", "ExpMix"}
+    assert goals == table2 | {"CROWNIBP", "CCMix", "ExpMix", "PGD", "SmallBox"}
     assert [d.category for d in REGISTRY.lookup("Box")] == [Category.GOAL, Category.DOMAIN]
     assert {d.name for d in REGISTRY.of_category(Category.DOMAIN)} == {
         "Box",

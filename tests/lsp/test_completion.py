@@ -67,7 +67,8 @@ async def test_scheme_fields_and_field_types(editor, tmp_path):
     assert set(labels) >= SCHEDULES and not GOALS & set(labels)
     text = "scheme S {\n    test = [Accuracy, \n}\n"
     labels = await labels_at(editor, tmp_path / "h.dai", text, "Accuracy, ")
-    assert {"Accuracy", "MIFGSM", "PGD", "Verify"} <= set(labels) and not GOALS & set(labels)
+    # PGD is a test and a goal: the test's completion is the test
+    assert {"Accuracy", "MIFGSM", "PGD", "Verify"} <= set(labels) and not (GOALS - {"PGD"}) & set(labels)
     text = "scheme S {\n    test = [Verify(\n}\n"
     labels = await labels_at(editor, tmp_path / "i.dai", text, "Verify(")
     assert {"Box", "HBox", "domain="} <= set(labels) and "Point" not in labels

@@ -19,9 +19,11 @@ from daic.runtime.goals import (
     Normal,
     Point,
     Sample,
+    SmallBox,
     Sub,
     Uniform,
 )
+from daic.runtime.goals import PGD as PGDGoal
 from daic.runtime.goals import Box as BoxGoal
 from daic.runtime.losses import certified, margin_upper, worst_case_loss
 from daic.runtime.schedules import Lin
@@ -252,3 +254,45 @@ def test_expressive_losses_follow_their_schedule_and_reach_every_parameter():
     assert torch.allclose(loss, F.cross_entropy(z, target))
     loss.backward()
     assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in net.parameters())
+
+
+def linear_model() -> nn.Module:
+    torch.manual_seed(4)
+    model = nn.Sequential(nn.Linear(3, 4)).double()
+    return model
+
+
+def test_pgd_finds_the_corner_of_highest_cross_entropy_of_a_linear_network():
+    """Cross-entropy of an affine network is convex in the input: its maximum over a box is at a corner,
+    which eight decaying steps of half the radius reach from any start."""
+    model = linear_model()
+    lower = torch.rand(6, 3, dtype=torch.float64)
+    upper = lower + torch.rand(6, 3, dtype=torch.float64) * 0.5
+    target = torch.randint(0, 4, (6,))
+    found = PGDGoal().alpha(lower, upper, env(model=model, target=target))
+    assert bool(((found >= lower) & (found <= upper)).all())
+    bits = torch.tensor([[(i >> d) & 1 for d in range(3)] for i in range(8)], dtype=torch.bool)
+    corners = torch.where(bits[:, None], upper[None], lower[None])  # (8, B, 3)
+    best = torch.stack([F.cross_entropy(model(c), target, reduction="none") for c in corners]).amax(0)
+    reached = F.cross_entropy(model(found), target, reduction="none")
+    assert torch.allclose(reached, best)
+
+
+def test_small_box_is_sabrs_box_around_the_attack_point():
+    """size x the radius, around the attack's point moved inside the input box; Point as the attack
+    centres it, size 1 is the input box."""
+    model = linear_model()
+    lower = torch.rand(6, 3, dtype=torch.float64)
+    upper = lower + 0.4
+    target = torch.randint(0, 4, (6,))
+    e = env(model=model, target=target)
+    box = SmallBox(0.25, PGDGoal(), BoxGoal()).alpha(lower, upper, env(model=model, target=target))
+    lo, hi = box.bounds()
+    assert torch.allclose(hi - lo, torch.full_like(lo, 0.1))
+    assert bool(((lo >= lower - 1e-12) & (hi <= upper + 1e-12)).all())
+    point = PGDGoal().alpha(lower, upper, env(model=model, target=target))
+    assert torch.allclose((lo + hi) / 2, point.clamp(lower + 0.05, upper - 0.05))
+    centred = SmallBox(0.25, Point(), BoxGoal()).alpha(lower, upper, e).bounds()
+    assert torch.allclose(centred[0], lower + 0.15) and torch.allclose(centred[1], upper - 0.15)
+    whole = SmallBox(1.0, PGDGoal(), BoxGoal()).alpha(lower, upper, e).bounds()
+    assert torch.allclose(whole[0], lower) and torch.allclose(whole[1], upper)
