@@ -68,6 +68,26 @@ class Lin(Schedule):
         return f"Lin({self.start!r}, {self.end!r}, {self.steps!r}, {self.hold!r})"
 
 
+class Smooth(Lin):
+    """The epsilon ramp of Shi et al. (NeurIPS 2021, auto_LiRPA's SmoothedScheduler), used by every
+    certified-training method since: ``start`` for ``hold`` epochs, then over ``steps`` epochs a fourth
+    power for the first quarter, then linear to ``end``, the two joined with the same slope (the value at
+    the quarter is 1/13 of the way)."""
+
+    def __call__(self, t: float) -> float:
+        if t < self.hold:
+            return self.start
+        if self.steps == 0 or t >= self.hold + self.steps:
+            return self.end
+        x, span, change = t - self.hold, self.steps, self.end - self.start
+        if x < span / 4:
+            return self.start + change * 256 / 13 * (x / span) ** 4
+        return self.start + change * (1 / 13 + 16 / 13 * (x / span - 0.25))
+
+    def __repr__(self) -> str:
+        return f"Smooth({self.start!r}, {self.end!r}, {self.steps!r}, {self.hold!r})"
+
+
 class Until(Schedule):
     """``first`` before ``m`` epochs, then ``second`` evaluated at ``t - m``."""
 

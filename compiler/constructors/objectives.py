@@ -85,9 +85,9 @@ DECLARATIONS = [
         "CCMix",
         "CC-IBP (De Palma et al., ICLR 2024): one cross-entropy on the convex combination (1 - weight) * "
         "m_g1 + weight * m_g2 of the two goals' upper bounds m of the logit differences y_j - y_t (at a "
-        "point, the differences themselves). The paper's CC-IBP is CCMix(IFGSM(1), Box, alpha) with its "
-        "attack (one step of 10 eps from a random start, clipped to the ball) in place of IFGSM(1); MTL-IBP, "
-        "a convex combination of the two losses, is Mix(IFGSM(1), Box, alpha).",
+        "point, the differences themselves). The paper's CC-IBP is CCMix(PGD(1, 10), Box, alpha), PGD(1, 10) "
+        "its attack (one step of 10 radii from a random start, clipped to the box); MTL-IBP, a convex "
+        "combination of the two losses, is Mix(PGD(1, 10), Box, alpha).",
         *_point_and_bound("alpha, the weight of g2's margins."),
         several=True,
     ),
@@ -150,6 +150,21 @@ DECLARATIONS = [
         "The argument order is the reference implementation's, which produced the paper's numbers; the "
         "prose of Section 4.1 describes Lin(a, b, m, n) with m and n swapped.",
         RT_SCHEDULES + "Lin",
+    ),
+    Constructor(
+        "Smooth",
+        Category.SCHEDULE,
+        SCHEDULE,
+        (
+            Param("start", FLOAT, doc="The value for the first `hold` epochs.", reached=True),
+            Param("end", FLOAT, doc="The value after the ramp.", reached=True),
+            Param("steps", FLOAT, doc="Epochs of the ramp from start to end.", low=0),
+            Param("hold", FLOAT, 0, "Epochs at `start` before the ramp begins.", low=0),
+        ),
+        "The epsilon ramp of Shi et al. (NeurIPS 2021) that SABR, TAPS, MTL-IBP and CTBench use: start for "
+        "`hold` epochs, then over `steps` epochs a fourth power for the first quarter and linear after it, "
+        "joined with the same slope (a 13th of the way at the quarter), then end.",
+        RT_SCHEDULES + "Smooth",
     ),
     Constructor(
         "Until",

@@ -89,3 +89,17 @@ def test_ibp_init_scale():
     res = ibp_init_(small_net(), seed=0)[2]
     expected = math.sqrt(2 * math.pi) / (8 * 9) / 2
     assert res.branch2[2].weight.std().item() == pytest.approx(expected, rel=0.2)
+
+
+def test_smooth_is_shi_et_als_ramp():
+    """A fourth power for the first quarter of the ramp, then linear, the two joined with the same value
+    (1/13 of the way) and slope, from `start` after `hold` epochs to `end`."""
+    from daic.runtime.schedules import Smooth
+
+    ramp = Smooth(0.0, 0.4, 20, 1)
+    assert ramp(0.5) == ramp(1.0) == 0.0 and ramp(21) == ramp(40) == 0.4
+    assert abs(ramp(6) - 0.4 / 13) < 1e-12 and abs(ramp(3.5) - 0.4 / 13 / 16) < 1e-12  # (1/2)^4 of it
+    h = 1e-6
+    slopes = [(ramp(6 - h) - ramp(6 - 2 * h)) / h, (ramp(6 + 2 * h) - ramp(6 + h)) / h]
+    assert abs(slopes[0] - slopes[1]) < 1e-6 and abs(slopes[1] - 0.4 * 16 / 13 / 20) < 1e-6
+    assert all(ramp(t) <= ramp(t + 0.1) for t in [i / 10 for i in range(250)])
