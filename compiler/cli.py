@@ -544,10 +544,10 @@ def export(
     if onnx_path is None and vnnlib_dir is None:
         _fail("export: pass --onnx FILE, --vnnlib DIR, or both", 2)
     try:
-        model, state, decl, network = load_trained(net, weights, dataset)
+        model, state, built, network = load_trained(net, weights, dataset)
         if vnnlib_dir is not None:  # the data and the radius first: a mistake there writes nothing
             epsilon = certified_epsilon(state, eps)
-            data = lower_dataset(decl).load(data_root, download)
+            data = lower_dataset(built).load(data_root, download)
         if onnx_path is not None:
             difference = export_onnx(model, network.input_shape, Path(onnx_path))
             message = f"wrote {onnx_path} (onnx checker passed"
@@ -559,9 +559,8 @@ def export(
             n = min(limit or len(data.test_y), len(data.test_y))
             images = data.test_x[:n].double().flatten(1).tolist()
             written = write_properties(
-                Path(vnnlib_dir), images, data.test_y[:n].tolist(), decl.dataset.classes, epsilon,
-                data.value_range, f"the {decl.name} test set", None if onnx_path is None else Path(onnx_path),
-                timeout,
+                Path(vnnlib_dir), images, data.test_y[:n].tolist(), data.classes, epsilon, data.value_range,
+                f"the {built.decl.name} test set", None if onnx_path is None else Path(onnx_path), timeout,
             )  # fmt: skip
             also = " and instances.csv" if onnx_path is not None else ""
             click.echo(f"wrote {len(written)} VNN-LIB properties (eps {epsilon:g}){also} to {vnnlib_dir}")

@@ -45,14 +45,18 @@ def lower_value(value: object, **extra: object) -> object:
         if p.name != "input_shape" and p.name in value.args
     }
     if decl.dataset is not None:  # the loader checks the files it reads against the declared facts
-        kwargs.update(image=decl.dataset.shape, classes=decl.dataset.classes)
+        facts = decl.dataset.for_args(value.args)
+        if facts is None:
+            raise LoweringError(f"`{decl.name}` without the arguments that give its image shape and classes")
+        kwargs.update(image=facts.shape, classes=facts.classes)
     kwargs.update(extra)
     return target(**kwargs)
 
 
-def lower_dataset(decl: Constructor) -> Any:
-    """The runtime loader of a data set declaration, with its defaults (as `--dataset NAME` names it)."""
-    return lower_value(Built(decl, {}))
+def lower_dataset(data: Constructor | Built) -> Any:
+    """The runtime loader of a data set: a declaration with its defaults (as `--dataset NAME` names it), or
+    a checked application (`--dataset "ImageFolder(...)"`)."""
+    return lower_value(data if isinstance(data, Built) else Built(data, {}))
 
 
 def lower_network(network: Network) -> Any:

@@ -486,7 +486,7 @@ class _ModuleChecker:
             self.report(C.IMPORT_NOT_FOUND, f"network file `{shown}` cannot be read as text", span)
             return
         data = info.built.args.get("data") if info.built else None
-        facts = data.decl.dataset if isinstance(data, Built) else None
+        facts = data.decl.dataset.for_args(data.args) if isinstance(data, Built) else None
         parsed = parse_net(text)
         network = analyze_for_data(parsed.tree, facts)
         info.network, info.net_path = network, str(path)

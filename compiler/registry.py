@@ -9,7 +9,7 @@ completion and signature help all read these declarations; no other table of nam
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 
 from .types import Type
@@ -67,11 +67,25 @@ class LayerFacts:
 
 @dataclass(frozen=True)
 class DatasetFacts:
-    """A data set's images and labels; the runtime's loaders are given these and check files against them."""
+    """A data set's images and labels; the runtime's loaders are given these and check files against them.
+    Most data sets have fixed facts; a generic one (ImageFolder) is described by its arguments, so its
+    facts are known only for a written data set: `for_args` gives them."""
 
-    shape: Shape  # (C, H, W)
-    classes: int
+    shape: Shape  # (C, H, W); () where `from_args` gives it
+    classes: int  # 0 where `from_args` gives it
     value_range: tuple[float, float] = (0.0, 1.0)
+    # The (shape, classes) that checked arguments describe; None where one of them is unknown (an error
+    # already reported). Absent for data sets whose facts are fixed.
+    from_args: Callable[[Mapping[str, object]], tuple[Shape, int] | None] | None = None
+
+    def for_args(self, args: Mapping[str, object]) -> DatasetFacts | None:
+        """The facts of this data set as `args` build it; None where the arguments leave them unknown."""
+        if self.from_args is None:
+            return self
+        found = self.from_args(args)
+        if found is None:
+            return None
+        return replace(self, shape=found[0], classes=found[1], from_args=None)
 
 
 class _Required:

@@ -74,14 +74,15 @@ def verify(
     except ExpressionError as exc:
         raise RunError(f"--domain: {exc}", exit_code=2) from None
     steps = cascade(methods, attack=settings.attack)
-    model, state, data_decl, _network = load_trained(settings.net, settings.weights, settings.dataset)
+    model, state, data_set, _network = load_trained(settings.net, settings.weights, settings.dataset)
     epsilon = certified_epsilon(state, settings.eps)
-    data = lower_dataset(data_decl).load(settings.data_root, settings.download)
+    data = lower_dataset(data_set).load(settings.data_root, settings.download)
     n = min(settings.limit or len(data.test_y), len(data.test_y))
     identity = {
         "net": str(Path(settings.net).resolve()),
         "weights_sha256": _sha256(settings.weights),
-        "dataset": data_decl.name,
+        # Its name, or where its arguments describe it (ImageFolder's folder), the whole application.
+        "dataset": data_set.decl.name if data_set.decl.dataset.from_args is None else repr(data_set),
         "epsilon": epsilon,
         "cascade": [step.label for step in steps],
         "images": n,

@@ -11,12 +11,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .constructors import REGISTRY
-from .elaborate import did_you_mean
+from .elaborate import Built, did_you_mean
+from .expressions import ExpressionError, check_expression
 from .lower import lower_network
 from .registry import Category
 from .run.errors import RunError
 from .run.plan import load_network
 from .sources import UsageError
+from .types import DATASET
 
 if TYPE_CHECKING:
     from torch import nn
@@ -89,13 +91,14 @@ def certified_epsilon(state: Mapping[str, Any], given: float | None) -> float:
 
 
 def load_trained(net_path: str, weights: str, dataset: str | None):
-    """The lowered network with the checkpoint's weights, its checkpoint, and the data set declaration."""
+    """The lowered network with the checkpoint's weights, its checkpoint, and the data set (a `Built`, for
+    `lower_dataset`)."""
     import torch
 
     state = read_checkpoint(weights, "pass a whole checkpoint of `daic run`")
-    data_decl = _dataset(dataset or state.get("dataset"), given=dataset is not None)
+    data = _dataset(dataset or state.get("dataset"), given=dataset is not None)
     try:
-        _tree, network = load_network(net_path, data_decl)
+        _tree, network = load_network(net_path, data)
     except UsageError as exc:
         raise RunError(str(exc), exit_code=2) from None
     model = lower_network(network)
@@ -109,15 +112,30 @@ def load_trained(net_path: str, weights: str, dataset: str | None):
         )
     model.load_state_dict(saved)
     torch.set_grad_enabled(True)
-    return model, state, data_decl, network
+    return model, state, data, network
 
 
-def _dataset(name: object, given: bool):
-    """The declaration of the data set `name` (given with --dataset, or the checkpoint's)."""
+def _dataset(name: object, given: bool) -> Built:
+    """The data set `name` (given with --dataset, or the checkpoint's), with its default arguments; or, for
+    a data set its arguments describe (ImageFolder), as --dataset writes it in the language."""
     known = REGISTRY.names(Category.DATASET)
     decl = REGISTRY.dataset(name) if isinstance(name, str) else None
     if decl is not None:
-        return decl
+        if decl.dataset.for_args({}) is None:
+            # A checkpoint records only the name; the arguments are in the scheme that trained it.
+            which = f"--dataset {name}" if given else f"the checkpoint's data set, {decl.name},"
+            call = f"{decl.name}({', '.join(f'{p.name}=...' for p in decl.params if p.required)})"
+            raise RunError(
+                f"{which} takes its images' shape and classes from its arguments: pass it as the scheme "
+                f"wrote it, --dataset '{call}'",
+                exit_code=2,
+            )
+        return Built(decl, {})
+    if given and isinstance(name, str) and "(" in name:
+        try:
+            return check_expression(name, DATASET)
+        except ExpressionError as exc:
+            raise RunError(f"--dataset: {exc}", exit_code=2) from None
     if not given:
         raise RunError(
             f"the checkpoint does not name its data set: pass --dataset ({', '.join(known)})", exit_code=2
@@ -132,7 +150,8 @@ def _dataset(name: object, given: bool):
 
 
 def export_onnx(model, input_shape: tuple[int, ...], path: Path) -> float:
-    """Write the concrete network as ONNX, check it with onnx's checker, and compare onnxruntime's output
+    """Write the concrete network as ONNX (abstract layers are the identity there; BatchNorm is folded into
+    the convolution or linear layer before it), check it with onnx's checker, and compare onnxruntime's output
     with PyTorch's on random inputs; returns the largest difference (or -1 without onnxruntime). The files
     (the model and the weights it names beside it, `NAME.data`) are made in a temporary folder beside the
     target and moved into place once checked, so a failure leaves nothing half-written."""
@@ -142,7 +161,9 @@ def export_onnx(model, input_shape: tuple[int, ...], path: Path) -> float:
         import onnx
     except ImportError:
         raise RunError("exporting needs the onnx packages: pip install 'daic[onnx]'", exit_code=2) from None
-    model = model.eval()
+    from daic.runtime.layers.normalization import fold_batch_norms
+
+    model = fold_batch_norms(model)  # test-time BatchNorm is affine: folded into the layer before it
     example = torch.rand(2, *input_shape)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -14,11 +14,10 @@ from daic.dsl.parser import parse_net
 
 from ..check import check_source
 from ..constructors import SCHEME_DECL
-from ..elaborate import did_you_mean
+from ..elaborate import Built, did_you_mean
 from ..lower import lower_network, lower_value
 from ..network import Network, analyze_for_data
 from ..program import Module, Program, SchemeInfo
-from ..registry import Constructor
 from ..sources import language_of, read
 from .errors import RunError
 
@@ -96,21 +95,22 @@ def plan_run(scheme_path: str, scheme_name: str | None, net_override: str | None
 
 
 def _with_network(scheme_path: str, info: SchemeInfo, module: Module, net_path: str) -> Plan:
-    tree, network = load_network(net_path, info.built.args["data"].decl)
+    tree, network = load_network(net_path, info.built.args["data"])
     return Plan(scheme_path, info, module, net_path, tree, network)
 
 
-def load_network(net_path: str, data: Constructor) -> tuple[A.NetFile, Network]:
-    """The `.net` file at `net_path`, parsed and checked against the data set `data`; a RunError with its
-    diagnostics when it does not fit."""
+def load_network(net_path: str, data: Built) -> tuple[A.NetFile, Network]:
+    """The `.net` file at `net_path`, parsed and checked against the data set `data` (as a scheme or
+    --dataset builds it: ImageFolder's arguments give its shape); a RunError with its diagnostics when it
+    does not fit."""
     source = read(net_path)
     if source.problem is not None:
         raise RunError(f"{net_path} cannot be read", [source.problem])
     parsed = parse_net(source.text)
-    network = analyze_for_data(parsed.tree, data.dataset)
+    network = analyze_for_data(parsed.tree, data.decl.dataset.for_args(data.args))
     problems = [replace(d, path=net_path) for d in (*parsed.diagnostics, *network.diagnostics)]
     if any(d.is_error for d in problems):
-        raise RunError(f"{net_path} does not fit {data.name}", problems)
+        raise RunError(f"{net_path} does not fit {data.decl.name}", problems)
     return parsed.tree, network
 
 

@@ -80,3 +80,93 @@ def test_a_goal_of_several_abstractions_where_one_is_taken_is_a_type_error():
          "`g2` takes a goal of one abstraction; `Sample` trains on the several of the `Mix` inside it",
          "give `g2` one of the `Mix`'s goals, or put the `Mix` outside"),
     ]  # fmt: skip
+
+
+IMAGE_FOLDER_SCHEME = """scheme Folders {
+    net = "m.net"
+    data = ImageFolder(path="%s", size=%d, classes=2%s)
+    epsilon = 0.1
+    goal = Box
+    epochs = 1
+}
+"""
+SMALL_CNN = "Conv2D filters=4 kernel_size=[3, 3] stride=[2, 2] padding=1\nReLU\nLinear out=2\n"
+
+
+def _image_folder_scheme(folder, size=16, extra="", net=SMALL_CNN):
+    (folder / "m.net").write_text(net)
+    scheme = folder / "s.dai"
+    scheme.write_text(IMAGE_FOLDER_SCHEME % (folder / "images", size, extra))
+    return scheme
+
+
+def test_image_folder_shapes_come_from_its_arguments(tmp_path):
+    """ImageFolder's images are [size, size, 3] (1 channel with grey=True) and its classes are written: the
+    network is checked against them, and the runtime's loader is handed them."""
+    from daic.compiler.check import check_path
+    from daic.compiler.lower import lower_value
+    from daic.compiler.run import plan_run
+
+    report = check_path(str(_image_folder_scheme(tmp_path)))
+    assert [d.message for d in report.diagnostics] == []
+    assert report.module.schemes["Folders"].network.input_shape == (3, 16, 16)
+    plan = plan_run(str(tmp_path / "s.dai"), None, None)
+    data = lower_value(plan.scheme.built).data
+    assert (data.image, data.classes, data.root) == ((3, 16, 16), 2, str(tmp_path / "images"))
+
+    annotated = "Conv2D filters=4 kernel_size=[3, 3] input_shape=[16, 16, 3] padding=1\nReLU\nLinear out=2\n"
+    report = check_path(str(_image_folder_scheme(tmp_path, extra=", grey=True", net=annotated)))
+    assert [d.message for d in report.diagnostics] == [
+        "network `m.net` has 1 error with this data set; the first, at line 1: input_shape [16, 16, 3] "
+        "disagrees with the inferred shape [16, 16, 1]"
+    ]
+    report = check_path(str(_image_folder_scheme(tmp_path, net=SMALL_CNN.replace("out=2", "out=10"))))
+    assert [d.message for d in report.diagnostics] == [
+        "network `m.net` has 1 error with this data set; the first, at line 3: the network ends with shape "
+        "[10], but the data set has 2 classes"
+    ]
+    # A size out of range is one error: the network is then checked by its own annotations only.
+    report = check_path(str(_image_folder_scheme(tmp_path, size=0)))
+    assert [d.message for d in report.diagnostics] == ["`size` must be >= 1, got 0"]
+
+
+def test_a_network_trained_on_an_image_folder_is_verified_with_its_arguments(tmp_path):
+    """A checkpoint records only its data set's name; ImageFolder's arguments are given with --dataset, in
+    the language, as the scheme wrote them."""
+    import torch
+    from click.testing import CliRunner
+    from PIL import Image
+
+    from daic.compiler.cli import main
+    from daic.compiler.run import plan_run
+    from daic.compiler.run.plan import lowered
+
+    for split in ("train", "test"):
+        for label, name in enumerate(("cat", "dog")):
+            (tmp_path / "images" / split / name).mkdir(parents=True)
+            Image.new("RGB", (20, 24), (200 * label, 0, 0)).save(tmp_path / "images" / split / name / "0.png")
+    _, model = lowered(plan_run(str(_image_folder_scheme(tmp_path)), None, None))
+    weights = tmp_path / "w.pt"
+    torch.save({"model": model.state_dict(), "epsilon": 0.01, "dataset": "ImageFolder"}, weights)
+
+    def daic(*args):
+        return CliRunner().invoke(main, [str(a) for a in args])
+
+    net = tmp_path / "m.net"
+    result = daic("verify", net, "--weights", weights, "--out", tmp_path / "v.jsonl")
+    assert (result.exit_code, result.stderr) == (
+        2,
+        "daic: the checkpoint's data set, ImageFolder, takes its images' shape and classes from its "
+        "arguments: pass it as the scheme wrote it, "
+        "--dataset 'ImageFolder(path=..., size=..., classes=...)'\n",
+    )
+    dataset = f'ImageFolder(path="{tmp_path / "images"}", size=16, classes=2)'
+    result = daic("export", net, "--weights", weights, "--dataset", dataset, "--vnnlib", tmp_path / "p")
+    assert result.exit_code == 0, result.output
+    assert (
+        (tmp_path / "p" / "prop_1.vnnlib").read_text().startswith("; daic export: image 1 of the ImageFolder")
+    )
+    # Other arguments are another network's input: its weights do not fit.
+    result = daic("verify", net, "--weights", weights, "--dataset", dataset.replace("16", "8"))
+    assert result.exit_code == 2
+    assert "2.weight is [2, 256] in the checkpoint, [2, 64] in the network" in result.stderr

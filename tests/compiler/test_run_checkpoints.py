@@ -75,7 +75,7 @@ def test_checkpoint_options_name_what_is_wrong(checkpoint, tmp_path):
     assert result.exit_code == 2
     assert result.stderr == (
         "daic: --dataset Foo: no such data set "
-        "(known: CIFAR10, CIFAR100, Digits, FashionMNIST, MNIST, SVHN)\n"
+        "(known: CIFAR10, CIFAR100, Digits, FashionMNIST, ImageFolder, MNIST, SVHN, TinyImageNet)\n"
     )
     result = daic(
         "export", FFNN, "--weights", checkpoint, "--dataset", "digits", "--onnx", tmp_path / "m.onnx"
