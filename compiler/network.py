@@ -300,6 +300,52 @@ class _Analyzer:
             node.out_shape = (first[0] + second[0], first[1], first[2])
         return node.out_shape
 
+    # --- TAPS: one split of the network, on its main path, only while training ----------------------------
+
+    def check_taps(self, nodes: list[Node]) -> None:
+        """TAPS splits the network once into a feature extractor and a classifier: refuse a second one, one
+        inside a branch (where the layers after it are no classifier of the whole network's output), and
+        one that would run at test time (its margins are estimates, not bounds)."""
+        first: A.Layer | None = None
+        for node, where in _layers_with_heads(nodes):
+            if node.built is None or node.built.decl.name != "TAPS":
+                continue
+            layer = node.layer
+            if node.built.args.get("only_train") is False:
+                param = layer.param("only_train")
+                self.sink.append(
+                    error(
+                        C.TAPS_ONLY_TRAIN,
+                        "`TAPS` with only_train=False would act at test time, "
+                        "where its margins would be read as bounds",
+                        param.span if param else layer.kind_span,
+                        hint="TAPS's bounds are estimates, not bounds: it may only shape training",
+                    )
+                )
+            if where is not None:
+                head, opener = where
+                self.sink.append(
+                    error(
+                        C.TAPS_PLACEMENT,
+                        f"`TAPS` inside the `{head.kind}` branch of the block at line {opener.span.line}",
+                        layer.kind_span,
+                        hint="TAPS splits the whole network: put it on the main path, before or after the "
+                        "block",
+                    )
+                )
+            elif first is not None:
+                self.sink.append(
+                    error(
+                        C.TAPS_PLACEMENT,
+                        f"a second `TAPS` layer: the network is already split at line {first.span.line}",
+                        layer.kind_span,
+                        hint="TAPS splits a network once, into a feature extractor and a classifier; "
+                        "keep one",
+                    )
+                )
+            else:
+                first = layer
+
     # --- a pooling layer without its kernel: a later annotation may tell ----------------------------------
 
     def explain_missing_kernels(self, nodes: list[Node]) -> None:
@@ -340,6 +386,19 @@ class _Analyzer:
                             f"kernel_size=[{kernel}, {kernel}] with padding={padding}; write it out"
                         )
         return "give kernel_size (and padding); no later input_shape annotation implies it"
+
+
+def _layers_with_heads(
+    nodes: list[Node], where: tuple[A.Layer, A.Layer] | None = None
+) -> Iterator[tuple[LayerNode, tuple[A.Layer, A.Layer] | None]]:
+    """Every layer in order, with where it lies: None on the main path, else the head of the outermost
+    branch it is in and the line that opens that branch's block."""
+    for node in nodes:
+        if isinstance(node, LayerNode):
+            yield node, where
+            continue
+        for head, branch in zip(node.heads[:2], node.branches, strict=True):
+            yield from _layers_with_heads(branch, where or (head, node.heads[0]))
 
 
 def _leading_annotation(nodes: list[Node]) -> Shape | None:
@@ -384,6 +443,7 @@ def analyze_net(
     if first_known is None:
         first_known = next((n.in_shape for n, _ in walk(nodes) if n.in_shape is not None), None)
     analyzer.explain_missing_kernels(nodes)
+    analyzer.check_taps(nodes)
     if classes is not None and out is not None and out != (classes,):
         # An empty network "ends" with its input: still no classifier, and nothing to point at but the file.
         where = tree.layers[-1].kind_span if tree.layers else tree.span

@@ -124,7 +124,7 @@ class Param:
             return f"{'>' if self.low_open else '>='} {_num(self.low)}"
         if self.low is None:
             return f"<= {_num(self.high)}"
-        return f"in [{_num(self.low)}, {_num(self.high)}]"
+        return f"in {'(' if self.low_open else '['}{_num(self.low)}, {_num(self.high)}]"
 
     def signature_text(self) -> str:
         text = f"{self.name}: {self.type}"

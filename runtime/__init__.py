@@ -9,6 +9,7 @@ from .context import AbstractContext
 from .domains import Box, HybridZonotope, Value, add_values, cat_values, lower_upper
 from .init import ibp_init_
 from .layers import (
+    TAPS,
     AbstractLayer,
     AbstractMixin,
     AvgPool2D,
@@ -35,6 +36,7 @@ from .layers import (
 from .schedules import Const, Lin, Schedule, Until, as_schedule
 
 __all__ = [
+    "TAPS",
     "AbstractContext",
     "AbstractLayer",
     "AbstractMixin",

@@ -248,4 +248,58 @@ DECLARATIONS = [
         ),
         Param("act", ACTIVATION, "relu", "The positive activation f."),
     ),
+    # TAPS's only_train defaults to True, unlike the other abstract layers': its margins are estimates, so
+    # it may only shape training (the checker refuses only_train=False, E210).
+    _layer(
+        "TAPS",
+        "The split of TAPS (Mao et al., NeurIPS 2023): the layers before it, the feature extractor, are "
+        "trained with the goal's interval bounds (a Box goal's boxes, or hybrid zonotopes, propagate up to "
+        "it); the layers after it, the classifier, with a latent-space attack. For each class j != t, PGD "
+        "finds the point of the latent box [l, u] with the largest y_j - y_t; a gradient connector links "
+        "the points back to l and u; the loss is the product of the cross-entropies of these TAPS margins "
+        "(its gradient expanded by grad_scale) and of the IBP margins of the same box. Only while training: "
+        "at test time, for points and for CROWN-IBP's linear relaxation it is the identity. One per network, "
+        "on the main path (not inside a branch).",
+        "TAPS",
+        Param("steps", INT, 20, "PGD steps of the latent attack.", low=1),
+        Param(
+            "restarts",
+            INT,
+            1,
+            "Random restarts of the latent attack; the best point per class is kept.",
+            low=1,
+        ),
+        Param(
+            "grad_scale",
+            FLOAT,
+            5.0,
+            "TAPS's alpha: the gradient of the TAPS factor of the loss is multiplied by it.",
+            low=0,
+            low_open=True,
+        ),
+        Param(
+            "soft",
+            FLOAT,
+            0.5,
+            "The gradient connector's c: a point within c * (u - l) of a face of the box moves with it.",
+            low=0,
+            high=1,
+            low_open=True,
+        ),
+        Param(
+            "start",
+            FLOAT,
+            0.0,
+            "The training time (fractional epoch) from which TAPS acts; before it the layer passes its "
+            "input on, so the whole network trains with plain IBP (as TAPS does while epsilon ramps up).",
+            low=0,
+        ),
+        Param(
+            "only_train",
+            BOOL,
+            True,
+            "Must be True: TAPS acts while training and is skipped at test time (verification).",
+        ),
+        category=Category.ABSTRACT_LAYER,
+    ),
 ]

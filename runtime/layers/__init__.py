@@ -9,8 +9,10 @@ from .decorrelation import Concretize, DecorrelateAll, DecorrelateMin
 from .deep_loss import DeepLoss, deep_loss
 from .normalization import BatchNorm
 from .pooling import AvgPool2D, MaxPool2D
+from .taps import TAPS, Latent
 
 __all__ = [
+    "TAPS",
     "AbstractLayer",
     "AbstractMixin",
     "AvgPool2D",
@@ -26,6 +28,7 @@ __all__ = [
     "DecorrelateMin",
     "DeepLoss",
     "Flatten",
+    "Latent",
     "Linear",
     "MaxPool2D",
     "Normalize",
