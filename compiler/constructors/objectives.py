@@ -24,6 +24,16 @@ def _point_and_bound(weight_doc: str) -> tuple[Param, ...]:
     )
 
 
+def _ramp(steps_doc: str) -> tuple[Param, ...]:
+    """The parameters of a ramp from `start` to `end` (Lin, Smooth)."""
+    return (
+        Param("start", FLOAT, doc="The value for the first `hold` epochs.", reached=True),
+        Param("end", FLOAT, doc="The value after the ramp.", reached=True),
+        Param("steps", FLOAT, doc=steps_doc, low=0),
+        Param("hold", FLOAT, 0, "Epochs at `start` before the ramp begins.", low=0),
+    )
+
+
 DECLARATIONS = [
     _goal("Point", "Trains on the centre (l + u) / 2 of the input box, with cross-entropy (Table 2)."),
     _goal(
@@ -140,12 +150,7 @@ DECLARATIONS = [
         "Lin",
         Category.SCHEDULE,
         SCHEDULE,
-        (
-            Param("start", FLOAT, doc="The value for the first `hold` epochs.", reached=True),
-            Param("end", FLOAT, doc="The value after the ramp.", reached=True),
-            Param("steps", FLOAT, doc="Epochs over which the value moves linearly from start to end.", low=0),
-            Param("hold", FLOAT, 0, "Epochs at `start` before the ramp begins.", low=0),
-        ),
+        _ramp("Epochs over which the value moves linearly from start to end."),
         "Linear annealing: start for the first `hold` epochs, then linearly to end over `steps` epochs. "
         "The argument order is the reference implementation's, which produced the paper's numbers; the "
         "prose of Section 4.1 describes Lin(a, b, m, n) with m and n swapped.",
@@ -155,12 +160,7 @@ DECLARATIONS = [
         "Smooth",
         Category.SCHEDULE,
         SCHEDULE,
-        (
-            Param("start", FLOAT, doc="The value for the first `hold` epochs.", reached=True),
-            Param("end", FLOAT, doc="The value after the ramp.", reached=True),
-            Param("steps", FLOAT, doc="Epochs of the ramp from start to end.", low=0),
-            Param("hold", FLOAT, 0, "Epochs at `start` before the ramp begins.", low=0),
-        ),
+        _ramp("Epochs of the ramp from start to end."),
         "The epsilon ramp of Shi et al. (NeurIPS 2021) that SABR, TAPS, MTL-IBP and CTBench use: start for "
         "`hold` epochs, then over `steps` epochs a fourth power for the first quarter and linear after it, "
         "joined with the same slope (a 13th of the way at the quarter), then end.",
