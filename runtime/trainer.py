@@ -162,15 +162,10 @@ class LossModule(nn.Module):
     def _measure_centres(self, value: Tensor | Element | Joint) -> None:
         """BatchNorm's statistics for an abstract part: those of its boxes' centres (a point part keeps
         the clean batch's)."""
-        elements = (
-            [v for v in (value.first, value.second) if isinstance(v, Element)]
-            if isinstance(value, Joint)
-            else [value]
-            if isinstance(value, Element)
-            else []
-        )
-        if elements:
-            measure(self.model, elements[0].centre().detach(), update=False, forward=self.concrete)
+        values = (value.first, value.second) if isinstance(value, Joint) else (value,)
+        element = next((v for v in values if isinstance(v, Element)), None)
+        if element is not None:
+            measure(self.model, element.centre().detach(), update=False, forward=self.concrete)
 
 
 class Trainer:

@@ -29,7 +29,7 @@ from torch import Tensor, nn
 from ..context import AbstractContext
 from ..domains import Box, HybridZonotope
 from ..domains.rounding import Rounding
-from .affine import affine_box, affine_hz
+from .affine import AffineFn, affine_box, affine_hz
 from .base import AbstractMixin
 
 
@@ -97,16 +97,17 @@ class BatchNorm(AbstractMixin, nn.Module):
         scale, shift = self.scale_shift(mean, var, x)
         return x * scale + shift
 
-    def _map(self, centre: Tensor) -> tuple[Tensor, Tensor]:
-        return self.scale_shift(*self.statistics(centre), centre)
+    def _maps(self, centre: Tensor) -> tuple[AffineFn, Callable[[Tensor], Tensor]]:
+        """The affine map of the statistics for an element with this centre, and its map of radii."""
+        scale, shift = self.scale_shift(*self.statistics(centre), centre)
+        magnitude = scale.abs()
+        return (lambda v, with_bias: v * scale + shift if with_bias else v * scale), (lambda r: r * magnitude)
 
     def abstract_box(self, x: Box, ctx: AbstractContext) -> Box:
-        scale, shift = self._map(x.center)
-        return affine_box(x, lambda v, with_bias: v * scale + shift if with_bias else v * scale, _abs(scale))
+        return affine_box(x, *self._maps(x.center))
 
     def abstract_hz(self, x: HybridZonotope, ctx: AbstractContext) -> HybridZonotope:
-        scale, shift = self._map(x.head)
-        return affine_hz(x, lambda v, with_bias: v * scale + shift if with_bias else v * scale, _abs(scale))
+        return affine_hz(x, *self._maps(x.head))
 
     def rounding(self, x) -> Rounding:
         """``x * scale + shift`` with the scale and shift computed from the statistics: two roundings per
@@ -127,11 +128,6 @@ class BatchNorm(AbstractMixin, nn.Module):
 
     def extra_repr(self) -> str:
         return f"{self.features}, eps={self.eps:g}, momentum={self.momentum:g}"
-
-
-def _abs(scale: Tensor):
-    magnitude = scale.abs()
-    return lambda radius: radius * magnitude
 
 
 def batch_norms(model: nn.Module) -> list[BatchNorm]:

@@ -8,9 +8,7 @@ import json
 import pytest
 import torch
 
-from daic.compiler.run import execute, plan_run
-
-from .test_run import Quiet
+from .test_run import Quiet, run_plan
 from .test_run_checkpoints import daic
 
 torch.set_num_threads(1)
@@ -56,17 +54,7 @@ def trained(tmp_path_factory):
     folder = tmp_path_factory.mktemp("norm")
     (folder / "norm.net").write_text(NET)
     (folder / "norm.dai").write_text(SCHEME % ("centres", "True"))
-    summary = execute(
-        plan_run(str(folder / "norm.dai"), None, None),
-        folder / "run",
-        epochs=None,
-        data_root=None,
-        download=False,
-        device="cpu",
-        resume=False,
-        display=Quiet(),
-    )
-    return folder, summary
+    return folder, run_plan(folder / "norm.dai", folder / "run", Quiet())
 
 
 def test_a_network_with_batch_norm_trains_and_certifies(trained):

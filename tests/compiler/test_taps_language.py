@@ -10,13 +10,13 @@ import torch
 from daic.compiler import codes as C
 from daic.compiler.lower import lower_network, lower_value
 from daic.compiler.network import analyze_net
-from daic.compiler.run import execute, plan_run
+from daic.compiler.run import plan_run
 from daic.dsl.parser import parse_net
 from daic.runtime import TAPS
 from daic.runtime.evaluate import evaluate
 from daic.runtime.layers import Latent
 
-from .test_run import Quiet
+from .test_run import Quiet, run_plan
 
 torch.set_num_threads(1)
 
@@ -114,17 +114,8 @@ def test_a_scheme_trains_through_taps_and_verifies_as_without_it(tmp_path, monke
         return loss(self, target)
 
     monkeypatch.setattr(Latent, "worst_case_loss", counted)
-    plan = plan_run(str(tmp_path / "taps.dai"), None, None)
-    summary = execute(
-        plan,
-        tmp_path / "run",
-        epochs=None,
-        data_root=None,
-        download=False,
-        device="cpu",
-        resume=False,
-        display=Quiet(),
-    )
+    summary = run_plan(tmp_path / "taps.dai", tmp_path / "run", Quiet())
+    plan = plan_run(str(tmp_path / "taps.dai"), None, None)  # the trained network and scheme, to compare
     # start=1: the first epoch (4 steps) trains with plain IBP, the second with TAPS.
     assert len(calls) == 4
     assert 0 <= summary["Ver Box"] <= summary["Acc"] <= 100
