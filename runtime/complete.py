@@ -1,19 +1,22 @@
 """Complete verification: branch and bound over ReLU splits, with linear-relaxation bounds.
 
-An image's property (every margin ``y_t - y_j`` positive over the clipped eps-ball) is split into
-subdomains by fixing unstable ReLUs active (``x >= 0``) or inactive (``x <= 0``). Each subdomain is bounded
-by CROWN with the split neurons' bounds clamped (their relaxation becomes exact, and every later layer's
-intermediate bounds are recomputed from them), then alpha-CROWN's slopes and beta-CROWN's multipliers of
-the split constraints are optimised together for a few Adam steps (Wang et al. 2021): the bound of a
-subdomain is then its exact minimum over the relaxation at the optimum. Subdomains whose bounds are all
-positive are done; the others are split again on the neuron whose upper relaxation costs their bound most
-(the intercept score of BaBSR, Bunel et al. 2020), worst subdomain first, a batch of them at a time.
+An image's property (every margin ``y_t - y_j`` positive over the clipped eps-ball) is first bounded with
+intermediate bounds tightened by alpha-CROWN, layer by layer (`refined_intermediates`; they hold on the
+whole ball, so every subdomain starts from them), then split into subdomains by fixing unstable ReLUs
+active (``x >= 0``) or inactive (``x <= 0``). Each subdomain is bounded by CROWN with the split neurons'
+bounds clamped (their relaxation becomes exact, and every later layer's intermediate bounds are recomputed
+from them), then alpha-CROWN's slopes and beta-CROWN's multipliers of the split constraints are optimised
+together for a few Adam steps from where its parent's ended (Wang et al. 2021): the bound of a subdomain
+is then its exact minimum over the relaxation at the optimum. Only the margins the root leaves open are
+bounded on subdomains. Subdomains whose bounds are all positive are done; the others are split
+again on the neuron whose upper relaxation costs their bound most (the intercept score of BaBSR, Bunel et
+al. 2020), worst subdomain first, a batch of them at a time.
 
 A subdomain with no unstable neuron left is decided exactly: the network is affine on it, and a linear
 program (HiGHS, through scipy) over the input box and the split constraints gives its least margin; this
 makes the search complete. A falsification is only ever a point the network was run on: one found by PGD
-from many starts before the search, the minimiser of a subdomain's linear bound (a corner of the box) or of
-its linear program, misclassified.
+from many starts before the search, the minimiser of a subdomain's linear bound (a corner of the box) or
+of its linear program, misclassified.
 """
 
 from __future__ import annotations
@@ -47,6 +50,20 @@ class Subdomain:
     order: int
     signs: dict[int, Tensor] = field(compare=False)
     depth: int = field(compare=False, default=0)
+    warm: Warm | None = field(compare=False, default=None)
+
+
+@dataclass
+class Warm:
+    """Where a subdomain's optimisation starts: its parent's slopes and split multipliers, by ReLU output
+    node id, ``(S, *F)`` each (beta-CROWN's warm start: a child starts near its parent's bound)."""
+
+    alphas: dict[int, Tensor]
+    betas: dict[int, Tensor]
+
+    def rows(self, keep: Tensor) -> Warm:
+        """Only the rows `keep` (a mask over the rows)."""
+        return Warm({k: v[keep] for k, v in self.alphas.items()}, {k: v[keep] for k, v in self.betas.items()})
 
 
 @dataclass
@@ -58,6 +75,11 @@ class Bounded:
     corners: Tensor  # (N, *input) the minimiser of the worst row's linear bound over the box
     scores: list[dict[int, Tensor]]  # per subdomain, per split node: (*F) branching scores (-inf: none)
     relu_inputs: dict[int, tuple[Tensor, Tensor]]  # bounds of every ReLU's input node, by node id
+    warm: list[Warm | None]  # per subdomain, the slopes and multipliers its optimisation ended with
+
+    def rows(self, keep: Tensor) -> list[Warm | None]:
+        """The warm starts with only the rows `keep` (a mask over the rows)."""
+        return [None if w is None else w.rows(keep) for w in self.warm]
 
 
 class BranchAndBound(Step):
@@ -68,11 +90,14 @@ class BranchAndBound(Step):
 
     def __init__(
         self, timeout: float = 60.0, batch: int = 32, steps: int = 10, lr_alpha: float = 0.1,
-        lr_beta: float = 0.05,
+        lr_beta: float = 0.05, root_steps: int = 50,
     ) -> None:  # fmt: skip
-        if timeout <= 0 or batch < 1 or steps < 0:
-            raise ValueError("BranchAndBound: timeout > 0, batch >= 1 and steps >= 0, please")
+        if timeout <= 0 or batch < 1 or steps < 0 or root_steps < 0:
+            raise ValueError(
+                "BranchAndBound: timeout > 0, batch >= 1, steps >= 0 and root_steps >= 0, please"
+            )
         self.timeout, self.batch, self.steps = float(timeout), int(batch), int(steps)
+        self.root_steps = int(root_steps)
         self.lr_alpha, self.lr_beta = float(lr_alpha), float(lr_beta)
         self.label = "BranchAndBound" if self.timeout == 60.0 else f"BranchAndBound(timeout={self.timeout:g})"
 
@@ -100,7 +125,22 @@ class BranchAndBound(Step):
             return
         if self._attacked(model, batch, i):
             return
-        queue = [Subdomain(float(root.lower.min()), 0, {}, 0)]
+        if self.root_steps:
+            # Tighter intermediate bounds hold on every subdomain and leave fewer neurons to split.
+            prior = refined_intermediates(model, lower, upper, root.relu_inputs, batch.relu, self.root_steps,
+                                          self.lr_alpha * 5, deadline)  # fmt: skip
+            root = self._bound(model, lower, upper, y, [{}], batch.relu, deadline, companions=("box", "hbox"),
+                               prior=prior, steps=max(self.steps, self.root_steps))  # fmt: skip
+            if self._falsified(model, batch, i, root):
+                return
+            if bool(root.infeasible[0]) or float(root.lower.min()) > 0:
+                outcome.status, outcome.by, outcome.margin = "verified", self.label, float(root.lower.min())
+                return
+        # A margin the root proves positive is positive on every subdomain: only the others are bounded
+        # below it (on an image left open, usually one or two of the nine).
+        open_rows = root.lower[0] <= 0
+        closed = float(root.lower[0][~open_rows].min()) if bool((~open_rows).any()) else float("inf")
+        queue = [Subdomain(float(root.lower.min()), 0, {}, 0, root.rows(open_rows)[0])]
         scores = {0: root.scores[0]}
         counter, proved, undecided = 1, float("inf"), float("inf")
         while queue and time.perf_counter() < deadline:
@@ -117,7 +157,7 @@ class BranchAndBound(Step):
                     if node not in signs:
                         signs[node] = torch.zeros(root.scores[0][node].shape, dtype=torch.int8)
                     signs[node].view(-1)[neuron] = sign
-                    children.append(Subdomain(domain.bound, counter, signs, domain.depth + 1))
+                    children.append(Subdomain(domain.bound, counter, signs, domain.depth + 1, domain.warm))
                     counter += 1
             for leaf in leaves:
                 verdict = exact_leaf(model, batch, i, leaf.signs, self.label)
@@ -132,7 +172,8 @@ class BranchAndBound(Step):
             n = len(children)
             bounded = self._bound(model, lower.expand(n, *lower.shape[1:]), upper.expand(n, *upper.shape[1:]),
                                   y.expand(n), [c.signs for c in children], batch.relu, deadline,
-                                  prior=root.relu_inputs)  # fmt: skip
+                                  prior=root.relu_inputs, open_rows=open_rows,
+                                  warm=[c.warm for c in children])  # fmt: skip
             if self._falsified(model, batch, i, bounded):
                 return
             for k, child in enumerate(children):
@@ -142,11 +183,12 @@ class BranchAndBound(Step):
                     if not bool(bounded.infeasible[k]):
                         proved = min(proved, least)
                     continue
-                child.bound = least
+                child.bound, child.warm = least, bounded.warm[k]
                 scores[child.order] = bounded.scores[k]
                 heapq.heappush(queue, child)
         if not queue and undecided == float("inf"):
             outcome.status, outcome.by = "verified", self.label
+            proved = min(proved, closed)
             outcome.margin = proved if proved != float("inf") else 0.0
         else:
             open_bound = min([undecided, *(domain.bound for domain in queue)])
@@ -181,19 +223,28 @@ class BranchAndBound(Step):
     def _bound(
         self, model: nn.Module, lower: Tensor, upper: Tensor, y: Tensor, signs: list[dict[int, Tensor]],
         relu: str, deadline: float = float("inf"), companions: tuple[str, ...] = ("box",),
-        prior: dict[int, tuple[Tensor, Tensor]] | None = None,
+        prior: dict[int, tuple[Tensor, Tensor]] | None = None, open_rows: Tensor | None = None,
+        steps: int | None = None, warm: list[Warm | None] | None = None,
     ) -> Bounded:  # fmt: skip
+        """The subdomains' bounds of the margins (those of `open_rows` only, when given), with `steps`
+        Adam steps of alpha- and beta-CROWN (default: the search's) from `warm` where given."""
         n = len(signs)
         splits = _stacked(signs, n)
         value = Symbolic.input(lower, upper, companions, crown=True, splits=splits, prior=prior)
         output = model.abstract(value, AbstractContext(training=False, relu=relu))
-        rows = Dense(margin_others(y, output.shape[1], lower.dtype)[0])
+        margins = margin_others(y, output.shape[1], lower.dtype)[0]
+        rows = Dense(margins if open_rows is None else margins[:, open_rows])
         relus = [node for node in output.ancestors() if isinstance(node.layer, ReLU)]
         how = Backward(record={node.id for node in relus} | {value.id})
         best = backsubstitute(output, rows, how)
         recorded = dict(how.recorded)
-        if self.steps:
-            best, recorded = self._optimise(output, rows, relus, splits, best, recorded, deadline)
+        steps = self.steps if steps is None else steps
+        ended: list[Warm | None] = [None] * n
+        if steps:
+            found = self._optimise(
+                output, rows, relus, splits, best, recorded, deadline, steps, warm or [None] * n
+            )
+            best, recorded, ended = found
         infeasible = output.analysis.infeasible.clone()
         worst = best.argmin(1)
         on_input = recorded[value.id].A[torch.arange(n), worst]  # (N, *input) the worst row at the input
@@ -203,25 +254,39 @@ class BranchAndBound(Step):
         # The margins folded into the layers after the last ReLU and bounded there by its (split, refined)
         # intervals: on networks trained with intervals these beat the full back-substitution.
         folded = output.margin_lower(y, until_nonlinear=True)
-        return Bounded(torch.maximum(best, folded), infeasible, corners, scores, relu_inputs)
+        if open_rows is not None:
+            folded = folded[:, open_rows]
+        return Bounded(torch.maximum(best, folded), infeasible, corners, scores, relu_inputs, ended)
 
-    def _optimise(self, output, rows, relus, splits, best, recorded, deadline):
+    def _optimise(self, output, rows, relus, splits, best, recorded, deadline, steps, warm):
         """alpha- and beta-CROWN: the ReLUs' lower slopes and the split constraints' multipliers, by Adam,
-        keeping the best bound of each row (each setting of them gives a sound one), until `deadline`."""
+        from CROWN's slopes and zero multipliers or, per subdomain, from `warm`, keeping the best bound of
+        each row (each setting of them gives a sound one), until `deadline`. Returns the best bounds, their
+        rows as recorded, and the slopes and multipliers each subdomain ended with."""
         n, s = rows.A.shape[:2]
         alphas = {}
         for node in relus:
-            start = node.layer.initial_slopes(node).unsqueeze(1)
-            alphas[node.id] = start.expand(n, s, *start.shape[2:]).clone().requires_grad_(True)
+            start = node.layer.initial_slopes(node).unsqueeze(1).expand(n, s, *node.shape[1:]).clone()
+            for k, w in enumerate(warm):
+                if w is not None and node.id in w.alphas:
+                    start[k] = w.alphas[node.id]
+            alphas[node.id] = start.requires_grad_(True)
         signs = {node.id: splits[node.parents[0].id].to(rows.A.dtype) for node in relus
                  if node.parents[0].id in splits}  # fmt: skip
-        betas = {k: torch.zeros((n, s, *v.shape[1:]), dtype=rows.A.dtype, requires_grad=True)
-                 for k, v in signs.items()}  # fmt: skip
+        betas = {}
+        for key, sign in signs.items():
+            start = torch.zeros((n, s, *sign.shape[1:]), dtype=rows.A.dtype)
+            for k, w in enumerate(warm):
+                if w is not None and key in w.betas:
+                    start[k] = w.betas[key]
+            betas[key] = start.requires_grad_(True)
         groups = [{"params": list(alphas.values()), "lr": self.lr_alpha}]
         if betas:
             groups.append({"params": list(betas.values()), "lr": self.lr_beta})
         optimizer = torch.optim.Adam(groups)
-        for _ in range(self.steps):
+        kept_alphas = {key: a.detach().clone() for key, a in alphas.items()}
+        kept_betas = {key: b.detach().clone() for key, b in betas.items()}
+        for _ in range(steps):
             how = Backward(alphas, betas, signs, record=set(recorded))
             with torch.enable_grad():
                 found = backsubstitute(output, rows, how)
@@ -231,6 +296,10 @@ class BranchAndBound(Step):
             if bool(improved.any()):
                 best = torch.where(improved, found.detach(), best)
                 recorded = {k: _detached(v) for k, v in how.recorded.items()}
+                for kept, now in ((kept_alphas, alphas), (kept_betas, betas)):
+                    for key, value in now.items():
+                        mask = improved.view(n, s, *[1] * (value.dim() - 2))
+                        kept[key] = torch.where(mask, value.detach(), kept[key])
             if bool((best > 0).all()) or time.perf_counter() > deadline:
                 break
             for parameter, grad in zip([*alphas.values(), *betas.values()], grads, strict=True):
@@ -241,7 +310,78 @@ class BranchAndBound(Step):
                     alpha.clamp_(0, 1)
                 for beta in betas.values():
                     beta.clamp_(min=0)
-        return best, recorded
+        # Each row's slopes and multipliers where it was best: a child starts from its parent's bound.
+        ended = [
+            Warm({key: a[k] for key, a in kept_alphas.items()}, {key: b[k] for key, b in kept_betas.items()})
+            for k in range(n)
+        ]
+        return best, recorded, ended
+
+
+def refined_intermediates(
+    model: nn.Module, lower: Tensor, upper: Tensor, known: dict[int, tuple[Tensor, Tensor]], relu: str,
+    steps: int, lr: float, deadline: float = float("inf"),
+) -> dict[int, tuple[Tensor, Tensor]]:  # fmt: skip
+    """The bounds of every ReLU's input (by node id) over the box, `known` tightened by alpha-CROWN (Xu et
+    al. 2021): layer by layer, the unstable neurons' two rows (``+x`` and ``-x``) are back-substituted with
+    the earlier ReLUs' lower slopes optimised by Adam, one slope per row and neuron, the best bound of each
+    row kept (every slope in [0, 1] gives a sound one). Each layer is analysed again with the bounds found
+    before it, so that later layers start from the tighter relaxations. The first ReLU's input is affine in
+    the input: its bounds are exact already. Stops refining at `deadline`."""
+    prior = dict(known)
+    ctx = AbstractContext(training=False, relu=relu)
+    layers = 0
+    while time.perf_counter() < deadline:
+        value = Symbolic.input(lower, upper, crown=True, prior=prior)
+        output = model.abstract(value, ctx)
+        relus = sorted((n for n in output.ancestors() if isinstance(n.layer, ReLU)), key=lambda n: n.id)
+        layers += 1
+        if layers >= len(relus):
+            break
+        node = relus[layers].parents[0]
+        low, up = node.bounds()
+        unstable = ((low < 0) & (up > 0)).flatten(1)
+        if not bool(unstable.any()):
+            continue
+        prior[node.id] = _alpha_bounds(node, [r for r in relus[:layers]], unstable, steps, lr, deadline)
+    return prior
+
+
+def _alpha_bounds(
+    node: Symbolic, relus: list[Symbolic], unstable: Tensor, steps: int, lr: float, deadline: float
+) -> tuple[Tensor, Tensor]:
+    """`node`'s bounds with its `unstable` neurons (``(B, N)``) bounded by alpha-CROWN over `relus`."""
+    low, up = (t.flatten(1).clone() for t in node.bounds())
+    b, n = unstable.shape
+    image, neuron = unstable.nonzero(as_tuple=True)
+    k = int(unstable.sum(1).max())
+    slot = torch.cumsum(unstable.to(torch.long), 1)[image, neuron] - 1  # each neuron's row in its image
+    A = low.new_zeros((b, 2 * k, n))
+    A[image, slot, neuron] = 1
+    A[image, k + slot, neuron] = -1
+    rows = Dense(A.reshape(b, 2 * k, *node.shape[1:]))
+    best = backsubstitute(node, rows)
+    alphas = {}
+    for relu in relus:
+        start = relu.layer.initial_slopes(relu).unsqueeze(1)
+        alphas[relu.id] = start.expand(b, 2 * k, *start.shape[2:]).clone().requires_grad_(True)
+    optimizer = torch.optim.Adam(list(alphas.values()), lr=lr)
+    for _ in range(steps):
+        if time.perf_counter() > deadline:
+            break
+        with torch.enable_grad():
+            found = backsubstitute(node, rows, Backward(alphas))
+            grad = torch.autograd.grad(-found.sum(), list(alphas.values()))
+        best = torch.maximum(best, found.detach())
+        for alpha, g in zip(alphas.values(), grad, strict=True):
+            alpha.grad = g
+        optimizer.step()
+        with torch.no_grad():
+            for alpha in alphas.values():
+                alpha.clamp_(0, 1)
+    low[image, neuron] = torch.maximum(low[image, neuron], best[image, slot])
+    up[image, neuron] = torch.minimum(up[image, neuron], -best[image, k + slot])
+    return low.reshape(node.shape), up.reshape(node.shape)
 
 
 @torch.no_grad()

@@ -165,8 +165,18 @@ DECLARATIONS = [
             ),
             Param("batch", INT, 32, "Subdomains bounded together per step of the search.", low=1),
             Param("steps", INT, 10, "Adam steps on the slopes and split multipliers per bounding.", low=0),
+            Param(
+                "root_steps",
+                INT,
+                50,
+                "Adam steps of alpha-CROWN before the search, on each layer's intermediate bounds and then on "
+                "the margins (0: none; the search's own bounds take `steps`).",
+                low=0,
+            ),
         ),
-        "Complete verification: PGD from 32 random starts first, then branch and bound over ReLU splits "
+        "Complete verification: PGD from 32 random starts first, then the intermediate bounds tightened by "
+        "alpha-CROWN layer by layer (each layer's unstable neurons bounded with the earlier ReLUs' slopes "
+        "optimised), then branch and bound over ReLU splits "
         "(the neuron whose upper relaxation costs most first, BaBSR's score), each subdomain bounded by "
         "CROWN with its split neurons fixed and every later layer's bounds recomputed (intersected with "
         "the root's best of CROWN, intervals and the hybrid zonotope), then alpha- and beta-CROWN (the split "

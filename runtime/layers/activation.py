@@ -157,7 +157,7 @@ def crown_relaxation(lower: Tensor, upper: Tensor) -> tuple[Tensor, Tensor, Tens
 def _largest_intercept(lower: Tensor, upper: Tensor) -> float:
     """A bound of every upper intercept `crown_relaxation` gives on these bounds: each is below
     ``max(-l, u)`` plus its room of ``8u (u - l)``, and ``u - l <= 2 max(-l, u)``."""
-    reach = max(-float(lower.amin()), float(upper.amax()), 0.0)
+    reach = max(-float(lower.detach().amin()), float(upper.detach().amax()), 0.0)
     return reach * (1 + 16 * unit(lower.dtype)) + 2 * torch.finfo(lower.dtype).tiny
 
 
