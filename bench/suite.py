@@ -16,6 +16,10 @@ Sections (`--sections`; all by default, paper only on a GPU):
   gloo on the CPU, NCCL on GPUs), the same global batch, on as many cores (or GPUs) in all.
 - scaling: seconds per epoch against the batch size (ResNet-Tiny FewCombo), and against the number k of
   correlated error terms made at the input by CorrMaxK (ConvBig), from the median step.
+- methods: per network (ConvSmall, and CNN7 with BatchNorm), the step of each certified-training method
+  (IBP, CROWN-IBP, SABR, MTL-IBP, CC-IBP, Exp-IBP, TAPS) as `daic run` takes it, from its goal expression,
+  against the concrete step and the IBP step, and with the cost of its attack's search taken out (see
+  `methods.py`).
 - paper (by default on GPUs only): the paper's seconds per epoch of its schemes, trained as `daic run`
   trains them, and HBox certification of a 10,000-image test set, next to the paper's figures and the
   GPU targets (about ten times faster; see `paper.py`).
@@ -45,10 +49,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import crown as C
 import lirpa
+import methods as M
 import paper
 import workloads as W
 
-SECTIONS = ("main", "hbox", "crown", "processes", "scaling", "paper")
+SECTIONS = ("main", "methods", "hbox", "crown", "processes", "scaling", "paper")
 CPU_SECTIONS = SECTIONS[:-1]
 LIRPA = ("LiRPA IBP", "LiRPA CROWN-IBP")
 CROWN_STEPS = ("daic CROWN-IBP", "daic CROWN-IBP fused")
@@ -194,6 +199,18 @@ def main_section(
             "daic fused / LiRPA",
         ],
         ratios,
+    )
+
+
+def methods_section(nets: list[str], device: torch.device, reps: int) -> None:
+    rows = []
+    for name in nets:
+        rows += M.rows(name, W.median_seconds(M.steps(name, device), reps, device))
+    show(
+        f"Certified-training methods: one step as `daic run` takes it, median of {reps} interleaved"
+        " repetitions",
+        ["network", "batch", "method", "goal", "ms", "x concrete", "x IBP", "x IBP, search aside"],
+        rows,
     )
 
 
@@ -494,7 +511,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="CPU threads in all")
     parser.add_argument("--reps", type=int, default=9)
     parser.add_argument("--crown-reps", type=int, default=3, help="repetitions of CROWN's rounds")
-    parser.add_argument("--nets", default=",".join(W.WORKLOADS))
+    parser.add_argument("--nets", default=",".join(W.PAPER_NETS))
+    parser.add_argument("--method-nets", default="convsmall,cnn7", help="networks of the methods table")
+    parser.add_argument("--method-reps", type=int, default=5)
     parser.add_argument("--sections", help=f"default: {','.join(CPU_SECTIONS)}, and paper on a GPU")
     parser.add_argument("--hbox-nets", default="convsmall,convbig,resnettiny,resnettiny_fewcombo")
     parser.add_argument("--hbox-images", type=int, default=4)
@@ -545,7 +564,7 @@ def main() -> None:
     if unknown:
         parser.error(f"unknown sections {sorted(unknown)}; choose from {', '.join(SECTIONS)}")
     split = lambda text: [item for item in text.split(",") if item]  # noqa: E731
-    for option in ("nets", "hbox_nets", "hbox_peak_nets", "ddp_nets", "crown_nets"):
+    for option in ("nets", "method_nets", "hbox_nets", "hbox_peak_nets", "ddp_nets", "crown_nets"):
         unknown = set(split(getattr(args, option))) - set(W.WORKLOADS)
         if unknown:
             flag = "--" + option.replace("_", "-")
@@ -579,6 +598,8 @@ def main() -> None:
     describe(device, args.threads, peer)
     if "main" in sections:
         main_section(split(args.nets), device, args.reps, args.crown_reps, args.threads, peer)
+    if "methods" in sections:
+        methods_section(split(args.method_nets), device, args.method_reps)
     if "hbox" in sections:
         hbox_section(split(args.hbox_nets), device, args.hbox_images, args.hbox_reps,
                      split(args.hbox_peak_nets), args.hbox_peak_images, args.threads)  # fmt: skip

@@ -50,7 +50,12 @@ WORKLOADS: dict[str, Workload] = {
     "resnettiny": Workload("resnettiny_none.net", CIFAR[0], 50, CIFAR[1], CIFAR[2]),
     "resnettiny_fewcombo": Workload("resnettiny_fewcombo.net", CIFAR[0], 50, CIFAR[1], CIFAR[2]),
     "resnet18": Workload("resnet18_none.net", CIFAR[0], 50, CIFAR[1], CIFAR[2]),
+    # CNN7 with BatchNorm, the network of the methods since 2021, at a quarter of CTBench's batch of 256:
+    # one SABR step at 256 takes tens of seconds on two cores, and the ratios are what the table compares.
+    "cnn7": Workload("mnist_cnn7.net", MNIST[0], 64, MNIST[1], MNIST[2]),
 }
+PAPER_NETS = ("convsmall", "convbig", "resnettiny", "resnettiny_fewcombo", "resnet18")
+"""The paper's networks: the default of the sections that compare with the paper and auto_LiRPA."""
 
 # glibc gives every freed block above 128 KiB back to the kernel, so each step re-faults all its fresh
 # tensors (PyTorch's CPU allocator keeps no cache; the CUDA one does). These settings keep freed memory in

@@ -169,21 +169,21 @@ DECLARATIONS = [
                 "root_steps",
                 INT,
                 50,
-                "Adam steps of alpha-CROWN before the search, on each layer's intermediate bounds and then on "
-                "the margins (0: none; the search's own bounds take `steps`).",
+                "Adam steps of alpha-CROWN before the search, on each layer's intermediate bounds and "
+                "then on the margins (0: none; the search's own bounds take `steps`).",
                 low=0,
             ),
         ),
-        "Complete verification: PGD from 32 random starts first, then the intermediate bounds tightened by "
-        "alpha-CROWN layer by layer (each layer's unstable neurons bounded with the earlier ReLUs' slopes "
-        "optimised), then branch and bound over ReLU splits "
-        "(the neuron whose upper relaxation costs most first, BaBSR's score), each subdomain bounded by "
-        "CROWN with its split neurons fixed and every later layer's bounds recomputed (intersected with "
-        "the root's best of CROWN, intervals and the hybrid zonotope), then alpha- and beta-CROWN (the split "
-        "constraints' multipliers, Wang et al. 2021) optimised, and the better of that and the margins "
-        "folded over the intervals kept; a subdomain with no unstable neuron is decided by a linear "
-        "program. Every image ends verified, falsified (by a point the network misclassifies) or, past the "
-        "time limit, unknown.",
+        "Complete verification: PGD from 32 random starts first, then alpha-CROWN at the root (each "
+        "layer's unstable neurons bounded with the earlier ReLUs' slopes optimised, then the margins), then "
+        "branch and bound over ReLU splits of the margins the root leaves open (the neuron whose upper "
+        "relaxation costs most first, BaBSR's score), each subdomain bounded by CROWN with its split neurons "
+        "fixed and every later layer's bounds recomputed (intersected with the root's best of alpha-CROWN, "
+        "CROWN, intervals and the hybrid zonotope), then alpha- and beta-CROWN (the split constraints' "
+        "multipliers, Wang et al. 2021) optimised from where its parent's were best, and the better of that "
+        "and the margins folded over the intervals kept; a subdomain with no unstable neuron is decided by a "
+        "linear program. Every image ends verified, falsified (by a point the network misclassifies) or, "
+        "past the time limit, unknown.",
         "daic.runtime.complete:BranchAndBound",
         aliases=("BaB",),
     ),

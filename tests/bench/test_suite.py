@@ -15,6 +15,7 @@ from daic.runtime.goals import schedule_values
 BENCH = Path(__file__).parents[2] / "bench"
 sys.path.insert(0, str(BENCH))
 
+import methods  # noqa: E402
 import paper  # noqa: E402
 import suite  # noqa: E402
 import workloads  # noqa: E402
@@ -38,6 +39,30 @@ def test_main_table_has_every_method_with_figures():
     (ratios,) = [row for row in rows if len(row) == 10 and row[0] == "convsmall" and row[2] == "-"]
     # Abstract steps cost more than the concrete one.
     assert all(float(ratios[i]) > 1 for i in (1, 3, 5, 6))
+
+
+def test_methods_table_times_every_method_from_its_goal():
+    command = [sys.executable, str(BENCH / "suite.py"), "--device", "cpu", "--threads", "1", "--no-lirpa"]
+    command += ["--sections", "methods", "--method-nets", "convsmall", "--method-reps", "1"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [[cell.strip() for cell in line.split("|")[1:-1]] for line in done.stdout.splitlines()]
+    table = {row[2]: row for row in rows if len(row) == 8 and row[:2] == ["convsmall", "100"]}
+    assert list(table) == [
+        "concrete", "IBP", "CROWN-IBP", "CROWN-IBP fused", "SABR", "MTL-IBP", "CC-IBP", "Exp-IBP", "TAPS",
+    ]  # fmt: skip
+    assert table["SABR"][3] == "SmallBox(0.4, PGD(8, 0.5))"
+    assert table["concrete"][5] == "1.00" and table["IBP"][6] == "1.00"
+    assert all(float(row[4]) > 0 for row in table.values())
+    # Only the methods with an attack goal of their own have the column without the search.
+    with_attack = {name for name, row in table.items() if row[7] != "-"}
+    assert with_attack == {"SABR", "MTL-IBP", "CC-IBP", "Exp-IBP"}
+    assert all(float(table[name][7]) > 0 for name in with_attack)
+
+
+def test_taps_goes_before_the_first_linear_layer():
+    text = "Conv2D filters=4 kernel_size=3\nReLU\nLinear out=8\nReLU\nLinear out=10\n"
+    assert methods.with_taps(text, 8).splitlines()[2:4] == ["TAPS steps=8", "Linear out=8"]
 
 
 def test_crown_section_certifies_and_measures_without_the_peer():
