@@ -6,11 +6,11 @@ whole ball, so every subdomain starts from them), then split into subdomains by 
 active (``x >= 0``) or inactive (``x <= 0``). Each subdomain is bounded by CROWN with the split neurons'
 bounds clamped (their relaxation becomes exact, and every later layer's intermediate bounds are recomputed
 from them), then alpha-CROWN's slopes and beta-CROWN's multipliers of the split constraints are optimised
-together for a few Adam steps from where its parent's ended (Wang et al. 2021): the bound of a subdomain
-is then its exact minimum over the relaxation at the optimum. Only the margins the root leaves open are
-bounded on subdomains. Subdomains whose bounds are all positive are done; the others are split
-again on the neuron whose upper relaxation costs their bound most (the intercept score of BaBSR, Bunel et
-al. 2020), worst subdomain first, a batch of them at a time.
+together for a few Adam steps from its parent's best ones (Wang et al. 2021): the bound of a subdomain is
+then its exact minimum over the relaxation at the optimum. Only the margins the root leaves open are
+bounded on subdomains. Subdomains whose bounds are all positive are done; the others are split again on
+the neuron whose upper relaxation costs their bound most (the intercept score of BaBSR, Bunel et al.
+2020), worst subdomain first, a batch of them at a time.
 
 A subdomain with no unstable neuron left is decided exactly: the network is affine on it, and a linear
 program (HiGHS, through scipy) over the input box and the split constraints gives its least margin; this
@@ -75,7 +75,7 @@ class Bounded:
     corners: Tensor  # (N, *input) the minimiser of the worst row's linear bound over the box
     scores: list[dict[int, Tensor]]  # per subdomain, per split node: (*F) branching scores (-inf: none)
     relu_inputs: dict[int, tuple[Tensor, Tensor]]  # bounds of every ReLU's input node, by node id
-    warm: list[Warm | None]  # per subdomain, the slopes and multipliers its optimisation ended with
+    warm: list[Warm | None]  # per subdomain, each row's slopes and multipliers where its bound was best
 
     def rows(self, keep: Tensor) -> list[Warm | None]:
         """The warm starts with only the rows `keep` (a mask over the rows)."""
@@ -262,7 +262,7 @@ class BranchAndBound(Step):
         """alpha- and beta-CROWN: the ReLUs' lower slopes and the split constraints' multipliers, by Adam,
         from CROWN's slopes and zero multipliers or, per subdomain, from `warm`, keeping the best bound of
         each row (each setting of them gives a sound one), until `deadline`. Returns the best bounds, their
-        rows as recorded, and the slopes and multipliers each subdomain ended with."""
+        rows as recorded, and each subdomain's slopes and multipliers where each row was best."""
         n, s = rows.A.shape[:2]
         alphas = {}
         for node in relus:
