@@ -138,7 +138,7 @@ class BranchAndBound(Step):
                 return
         # A margin the root proves positive is positive on every subdomain: only the others are bounded
         # below it (on an image left open, usually one or two of the nine).
-        open_rows = root.lower[0] <= 0
+        open_rows = ~(root.lower[0] > 0)  # a NaN bound stays open
         closed = float(root.lower[0][~open_rows].min()) if bool((~open_rows).any()) else float("inf")
         queue = [Subdomain(float(root.lower.min()), 0, {}, 0, root.rows(open_rows)[0])]
         scores = {0: root.scores[0]}
@@ -262,7 +262,8 @@ class BranchAndBound(Step):
         """alpha- and beta-CROWN: the ReLUs' lower slopes and the split constraints' multipliers, by Adam,
         from CROWN's slopes and zero multipliers or, per subdomain, from `warm`, keeping the best bound of
         each row (each setting of them gives a sound one), until `deadline`. Returns the best bounds, their
-        rows as recorded, and each subdomain's slopes and multipliers where each row was best."""
+        rows as recorded, and each subdomain's slopes and multipliers at the step where each row was best
+        (where they started, if no step beat CROWN's own slopes)."""
         n, s = rows.A.shape[:2]
         alphas = {}
         for node in relus:
@@ -310,9 +311,12 @@ class BranchAndBound(Step):
                     alpha.clamp_(0, 1)
                 for beta in betas.values():
                     beta.clamp_(min=0)
-        # Each row's slopes and multipliers where it was best: a child starts from its parent's bound.
+        # Each row's slopes and multipliers where it was best (copied: a queued child keeps only its own).
         ended = [
-            Warm({key: a[k] for key, a in kept_alphas.items()}, {key: b[k] for key, b in kept_betas.items()})
+            Warm(
+                {key: a[k].clone() for key, a in kept_alphas.items()},
+                {key: b[k].clone() for key, b in kept_betas.items()},
+            )
             for k in range(n)
         ]
         return best, recorded, ended
@@ -324,47 +328,71 @@ def refined_intermediates(
 ) -> dict[int, tuple[Tensor, Tensor]]:  # fmt: skip
     """The bounds of every ReLU's input (by node id) over the box, `known` tightened by alpha-CROWN (Xu et
     al. 2021): layer by layer, the unstable neurons' two rows (``+x`` and ``-x``) are back-substituted with
-    the earlier ReLUs' lower slopes optimised by Adam, one slope per row and neuron, the best bound of each
-    row kept (every slope in [0, 1] gives a sound one). Each layer is analysed again with the bounds found
-    before it, so that later layers start from the tighter relaxations. The first ReLU's input is affine in
-    the input: its bounds are exact already. Stops refining at `deadline`."""
+    the lower slopes of the ReLUs they depend on optimised by Adam, one slope per row and neuron, the best
+    bound of each row kept (every slope in [0, 1] gives a sound one). After a layer is tightened the network
+    is analysed again, so that later layers start from the tighter relaxations. A ReLU input that depends
+    on no ReLU (the first layer's, or the first of a parallel branch) is affine in the input: its bounds are
+    exact already. Stops refining at `deadline`."""
     prior = dict(known)
     ctx = AbstractContext(training=False, relu=relu)
-    layers = 0
+    relus: list[Symbolic] = []
+    index, changed = 0, True
     while time.perf_counter() < deadline:
-        value = Symbolic.input(lower, upper, crown=True, prior=prior)
-        output = model.abstract(value, ctx)
-        relus = sorted((n for n in output.ancestors() if isinstance(n.layer, ReLU)), key=lambda n: n.id)
-        layers += 1
-        if layers >= len(relus):
+        if changed:
+            output = model.abstract(Symbolic.input(lower, upper, crown=True, prior=prior), ctx)
+            relus = sorted((n for n in output.ancestors() if isinstance(n.layer, ReLU)), key=lambda n: n.id)
+            changed = False
+        if index >= len(relus):
             break
-        node = relus[layers].parents[0]
+        node = relus[index].parents[0]
+        index += 1
+        upstream = {a.id for a in node.ancestors()}
+        earlier = [r for r in relus if r.id in upstream]
         low, up = node.bounds()
         unstable = ((low < 0) & (up > 0)).flatten(1)
-        if not bool(unstable.any()):
-            continue
-        prior[node.id] = _alpha_bounds(node, [r for r in relus[:layers]], unstable, steps, lr, deadline)
+        if earlier and bool(unstable.any()):
+            prior[node.id] = _alpha_bounds(node, earlier, unstable, steps, lr, deadline)
+            changed = True
     return prior
 
 
 def _alpha_bounds(
     node: Symbolic, relus: list[Symbolic], unstable: Tensor, steps: int, lr: float, deadline: float
 ) -> tuple[Tensor, Tensor]:
-    """`node`'s bounds with its `unstable` neurons (``(B, N)``) bounded by alpha-CROWN over `relus`."""
+    """`node`'s bounds with its `unstable` neurons (``(B, N)``) bounded by alpha-CROWN over `relus` (the
+    ReLUs it depends on), a chunk of each image's neurons at a time within the analysis' memory budget."""
     low, up = (t.flatten(1).clone() for t in node.bounds())
     b, n = unstable.shape
     image, neuron = unstable.nonzero(as_tuple=True)
-    k = int(unstable.sum(1).max())
     slot = torch.cumsum(unstable.to(torch.long), 1)[image, neuron] - 1  # each neuron's row in its image
-    A = low.new_zeros((b, 2 * k, n))
-    A[image, slot, neuron] = 1
-    A[image, k + slot, neuron] = -1
-    rows = Dense(A.reshape(b, 2 * k, *node.shape[1:]))
+    most = int(unstable.sum(1).max())
+    # Rows, slopes, their gradients and Adam's moments: a few copies of the widest node per row.
+    per_row = 2 * b * node.analysis.widest * low.element_size() * 8
+    chunk = max(1, node.analysis.budget_bytes // per_row)
+    for start in range(0, most, chunk):
+        k = min(chunk, most - start)
+        mine = (slot >= start) & (slot < start + k)
+        at, row, neurons = image[mine], slot[mine] - start, neuron[mine]
+        A = low.new_zeros((b, 2 * k, n))
+        A[at, row, neurons] = 1
+        A[at, k + row, neurons] = -1
+        best = _optimised_rows(node, Dense(A.reshape(b, 2 * k, *node.shape[1:])), relus, steps, lr, deadline)
+        low[at, neurons] = torch.maximum(low[at, neurons], best[at, row])
+        up[at, neurons] = torch.minimum(up[at, neurons], -best[at, k + row])
+    return low.reshape(node.shape), up.reshape(node.shape)
+
+
+def _optimised_rows(
+    node: Symbolic, rows: Dense, relus: list[Symbolic], steps: int, lr: float, deadline: float
+) -> Tensor:
+    """``(B, S)``: the best lower bounds of `rows` over `node` that CROWN and `steps` Adam steps on the
+    lower slopes of `relus` (one per row and neuron) find."""
+    b, s = rows.A.shape[:2]
     best = backsubstitute(node, rows)
     alphas = {}
     for relu in relus:
         start = relu.layer.initial_slopes(relu).unsqueeze(1)
-        alphas[relu.id] = start.expand(b, 2 * k, *start.shape[2:]).clone().requires_grad_(True)
+        alphas[relu.id] = start.expand(b, s, *start.shape[2:]).clone().requires_grad_(True)
     optimizer = torch.optim.Adam(list(alphas.values()), lr=lr)
     for _ in range(steps):
         if time.perf_counter() > deadline:
@@ -379,9 +407,7 @@ def _alpha_bounds(
         with torch.no_grad():
             for alpha in alphas.values():
                 alpha.clamp_(0, 1)
-    low[image, neuron] = torch.maximum(low[image, neuron], best[image, slot])
-    up[image, neuron] = torch.minimum(up[image, neuron], -best[image, k + slot])
-    return low.reshape(node.shape), up.reshape(node.shape)
+    return best
 
 
 @torch.no_grad()

@@ -169,8 +169,8 @@ DECLARATIONS = [
                 "root_steps",
                 INT,
                 50,
-                "Adam steps of alpha-CROWN before the search, on each layer's intermediate bounds and "
-                "then on the margins (0: none; the search's own bounds take `steps`).",
+                "Adam steps of alpha-CROWN before the search (rate 0.5), on each layer's intermediate "
+                "bounds and then on the margins (0: none; the search's own bounds take `steps`).",
                 low=0,
             ),
         ),

@@ -16,6 +16,7 @@ from daic.runtime.complete import BranchAndBound, refined_intermediates
 from daic.runtime.context import AbstractContext
 from daic.runtime.domains import Symbolic
 from daic.runtime.domains.rounding import outward_rounding
+from daic.runtime.layers.containers import Concat, Residual
 from daic.runtime.verification import BoxDomain, CROWNDomain
 
 EPS = 0.2
@@ -286,3 +287,41 @@ def test_root_refinement_tightens_intermediate_bounds_and_keeps_every_sampled_po
         h = z.clamp(min=0)
     # The first layer's bounds are exact already; the deeper ones narrow (here by 4% and 8% in all).
     assert tighter[0] == 1.0 and tighter[1] < 0.99 and tighter[2] < 0.99, tighter
+
+
+def test_networks_with_parallel_branches_are_searched_with_their_roots_refined():
+    """A ReLU input may depend on only some earlier ReLUs (the other branch of a Concat, the skip of a
+    Residual): the root's alpha-CROWN optimises the slopes of those it depends on, and the search decides
+    every image as the search without it does, trained blobs on 2-D inputs."""
+    g = torch.Generator().manual_seed(0)
+    centres = torch.tensor([[0.25, 0.3], [0.7, 0.35], [0.5, 0.75]], dtype=torch.float64)
+    labels = torch.randint(0, 3, (300,), generator=g)
+    points = centres[labels] + 0.12 * torch.randn(300, 2, generator=g, dtype=torch.float64)
+    torch.manual_seed(0)
+    nets = [
+        Sequential(
+            Concat([Linear(2, 6), ReLU()], [Linear(2, 6), ReLU()]), Linear(12, 6), ReLU(), Linear(6, 3)
+        ),
+        Sequential(
+            Linear(2, 6), ReLU(), Residual([Linear(6, 6), ReLU()], [Linear(6, 6), ReLU()]), Linear(6, 3)
+        ),
+    ]
+    x = torch.rand(30, 2, generator=torch.Generator().manual_seed(11), dtype=torch.float64)
+    for net in nets:
+        net = net.double()
+        optimizer = torch.optim.Adam(net.parameters(), lr=0.03)
+        for _ in range(200):
+            optimizer.zero_grad()
+            torch.nn.functional.cross_entropy(net(points), labels).backward()
+            optimizer.step()
+        with torch.no_grad():
+            y = net(x).argmax(1)
+        found = [
+            [
+                o.status
+                for o in certify(net, [BranchAndBound(timeout=10, batch=4, **search)], x, y, 0.15, (0.0, 1.0))
+            ]
+            for search in ({}, {"root_steps": 0})
+        ]
+        assert "error" not in found[0] and found[0] == found[1], found
+        assert "verified" in found[0] and "falsified" in found[0]
