@@ -36,7 +36,10 @@ from .domains.element import margin_others
 from .domains.rounding import outward_rounding
 from .domains.symbolic import Backward, Symbolic, backsubstitute
 from .layers.activation import ReLU, crown_relaxation
-from .verification import exact_float
+from .verification import exact_float, optimized_lower
+
+ROOT_RATE = 0.5
+"""Adam's rate for the intermediate bounds' slopes at the root (AlphaCROWN's default)."""
 
 ATTACK_STARTS, ATTACK_STEPS = 32, 100
 """The attack before a search: random starts (one batch) and PGD steps from each."""
@@ -61,7 +64,7 @@ class Warm:
     alphas: dict[int, Tensor]
     betas: dict[int, Tensor]
 
-    def rows(self, keep: Tensor) -> Warm:
+    def for_rows(self, keep: Tensor) -> Warm:
         """Only the rows `keep` (a mask over the rows)."""
         return Warm({k: v[keep] for k, v in self.alphas.items()}, {k: v[keep] for k, v in self.betas.items()})
 
@@ -77,9 +80,9 @@ class Bounded:
     relu_inputs: dict[int, tuple[Tensor, Tensor]]  # bounds of every ReLU's input node, by node id
     warm: list[Warm | None]  # per subdomain, each row's slopes and multipliers where its bound was best
 
-    def rows(self, keep: Tensor) -> list[Warm | None]:
+    def warm_for_rows(self, keep: Tensor) -> list[Warm | None]:
         """The warm starts with only the rows `keep` (a mask over the rows)."""
-        return [None if w is None else w.rows(keep) for w in self.warm]
+        return [None if w is None else w.for_rows(keep) for w in self.warm]
 
 
 class BranchAndBound(Step):
@@ -118,29 +121,23 @@ class BranchAndBound(Step):
         # (often the tightest on DiffAI-trained networks), hold on every subdomain: each is intersected
         # with them.
         root = self._bound(model, lower, upper, y, [{}], batch.relu, deadline, companions=("box", "hbox"))
-        if self._falsified(model, batch, i, root):
-            return
-        if bool(root.infeasible[0]) or float(root.lower.min()) > 0:
-            outcome.status, outcome.by, outcome.margin = "verified", self.label, float(root.lower.min())
+        if self._decided(model, batch, i, root):
             return
         if self._attacked(model, batch, i):
             return
         if self.root_steps:
             # Tighter intermediate bounds hold on every subdomain and leave fewer neurons to split.
             prior = refined_intermediates(model, lower, upper, root.relu_inputs, batch.relu, self.root_steps,
-                                          self.lr_alpha * 5, deadline)  # fmt: skip
+                                          ROOT_RATE, deadline)  # fmt: skip
             root = self._bound(model, lower, upper, y, [{}], batch.relu, deadline, companions=("box", "hbox"),
                                prior=prior, steps=max(self.steps, self.root_steps))  # fmt: skip
-            if self._falsified(model, batch, i, root):
-                return
-            if bool(root.infeasible[0]) or float(root.lower.min()) > 0:
-                outcome.status, outcome.by, outcome.margin = "verified", self.label, float(root.lower.min())
+            if self._decided(model, batch, i, root):
                 return
         # A margin the root proves positive is positive on every subdomain: only the others are bounded
         # below it (on an image left open, usually one or two of the nine).
         open_rows = ~(root.lower[0] > 0)  # a NaN bound stays open
         closed = float(root.lower[0][~open_rows].min()) if bool((~open_rows).any()) else float("inf")
-        queue = [Subdomain(float(root.lower.min()), 0, {}, 0, root.rows(open_rows)[0])]
+        queue = [Subdomain(float(root.lower.min()), 0, {}, 0, root.warm_for_rows(open_rows)[0])]
         scores = {0: root.scores[0]}
         counter, proved, undecided = 1, float("inf"), float("inf")
         while queue and time.perf_counter() < deadline:
@@ -193,6 +190,17 @@ class BranchAndBound(Step):
         else:
             open_bound = min([undecided, *(domain.bound for domain in queue)])
             batch.best[i] = max(float(batch.best[i]), open_bound)
+
+    def _decided(self, model: nn.Module, batch: Batch, i: int, root: Bounded) -> bool:
+        """Whether the root's bounds decide image i: a candidate point falsifies it, or every margin is
+        proved (or the root is infeasible)."""
+        if self._falsified(model, batch, i, root):
+            return True
+        if bool(root.infeasible[0]) or float(root.lower.min()) > 0:
+            outcome = batch.outcomes[i]
+            outcome.status, outcome.by, outcome.margin = "verified", self.label, float(root.lower.min())
+            return True
+        return False
 
     def _attacked(self, model: nn.Module, batch: Batch, i: int) -> bool:
         """PGD from many random starts at once, before a search: on images the cascade's attack left open
@@ -346,21 +354,21 @@ def refined_intermediates(
             break
         node = relus[index].parents[0]
         index += 1
-        upstream = {a.id for a in node.ancestors()}
-        earlier = [r for r in relus if r.id in upstream]
+        depends = any(isinstance(a.layer, ReLU) for a in node.ancestors())
         low, up = node.bounds()
         unstable = ((low < 0) & (up > 0)).flatten(1)
-        if earlier and bool(unstable.any()):
-            prior[node.id] = _alpha_bounds(node, earlier, unstable, steps, lr, deadline)
+        if depends and bool(unstable.any()):
+            prior[node.id] = _alpha_bounds(node, unstable, steps, lr, deadline)
             changed = True
     return prior
 
 
 def _alpha_bounds(
-    node: Symbolic, relus: list[Symbolic], unstable: Tensor, steps: int, lr: float, deadline: float
+    node: Symbolic, unstable: Tensor, steps: int, lr: float, deadline: float
 ) -> tuple[Tensor, Tensor]:
-    """`node`'s bounds with its `unstable` neurons (``(B, N)``) bounded by alpha-CROWN over `relus` (the
-    ReLUs it depends on), a chunk of each image's neurons at a time within the analysis' memory budget."""
+    """`node`'s bounds with its `unstable` neurons (``(B, N)``) bounded by alpha-CROWN (`optimized_lower`:
+    the slopes of the ReLUs it depends on), a chunk of each image's neurons at a time within the analysis'
+    memory budget."""
     low, up = (t.flatten(1).clone() for t in node.bounds())
     b, n = unstable.shape
     image, neuron = unstable.nonzero(as_tuple=True)
@@ -376,38 +384,11 @@ def _alpha_bounds(
         A = low.new_zeros((b, 2 * k, n))
         A[at, row, neurons] = 1
         A[at, k + row, neurons] = -1
-        best = _optimised_rows(node, Dense(A.reshape(b, 2 * k, *node.shape[1:])), relus, steps, lr, deadline)
+        rows = Dense(A.reshape(b, 2 * k, *node.shape[1:]))
+        best = optimized_lower(node, rows, backsubstitute(node, rows), steps, lr, deadline)
         low[at, neurons] = torch.maximum(low[at, neurons], best[at, row])
         up[at, neurons] = torch.minimum(up[at, neurons], -best[at, k + row])
     return low.reshape(node.shape), up.reshape(node.shape)
-
-
-def _optimised_rows(
-    node: Symbolic, rows: Dense, relus: list[Symbolic], steps: int, lr: float, deadline: float
-) -> Tensor:
-    """``(B, S)``: the best lower bounds of `rows` over `node` that CROWN and `steps` Adam steps on the
-    lower slopes of `relus` (one per row and neuron) find."""
-    b, s = rows.A.shape[:2]
-    best = backsubstitute(node, rows)
-    alphas = {}
-    for relu in relus:
-        start = relu.layer.initial_slopes(relu).unsqueeze(1)
-        alphas[relu.id] = start.expand(b, s, *start.shape[2:]).clone().requires_grad_(True)
-    optimizer = torch.optim.Adam(list(alphas.values()), lr=lr)
-    for _ in range(steps):
-        if time.perf_counter() > deadline:
-            break
-        with torch.enable_grad():
-            found = backsubstitute(node, rows, Backward(alphas))
-            grad = torch.autograd.grad(-found.sum(), list(alphas.values()))
-        best = torch.maximum(best, found.detach())
-        for alpha, g in zip(alphas.values(), grad, strict=True):
-            alpha.grad = g
-        optimizer.step()
-        with torch.no_grad():
-            for alpha in alphas.values():
-                alpha.clamp_(0, 1)
-    return best
 
 
 @torch.no_grad()

@@ -19,6 +19,7 @@ abstract layers (``only_train=False``) applied.
 from __future__ import annotations
 
 import math
+import time
 from contextlib import contextmanager, nullcontext
 
 import torch
@@ -167,11 +168,14 @@ class AlphaCROWNDomain(CROWNDomain):
         return optimized_lower(output, rows, best, self.steps, self.lr)
 
 
-def optimized_lower(output: Symbolic, rows: Dense, start: Tensor, steps: int, lr: float) -> Tensor:
+def optimized_lower(
+    output: Symbolic, rows: Dense, start: Tensor, steps: int, lr: float, deadline: float = float("inf")
+) -> Tensor:
     """``(B, S)``: the best lower bounds of ``rows`` (over ``output``'s neurons) that alpha-CROWN finds in
-    ``steps`` Adam steps of rate ``lr`` (decayed by 0.98 a step), from the bounds ``start``; stops early once
-    every row is positive. The intermediate bounds stay as they are; only the ReLUs' lower slopes move, each
-    kept in [0, 1] by clamping after the step (a projection: the gradient itself is never cut off)."""
+    ``steps`` Adam steps of rate ``lr`` (decayed by 0.98 a step), from the bounds ``start``; stops early
+    once every row is positive, or at ``deadline`` (a `time.perf_counter()` reading). The intermediate
+    bounds stay as they are; only the ReLUs' lower slopes move, each kept in [0, 1] by clamping after the
+    step (a projection: the gradient itself is never cut off)."""
     best = start
     if steps == 0 or bool((best > 0).all()):
         return best
@@ -184,7 +188,7 @@ def optimized_lower(output: Symbolic, rows: Dense, start: Tensor, steps: int, lr
             found = backsubstitute(output, rows, how)
             grads = torch.autograd.grad(-found.sum(), list(alphas.values()))
         best = torch.maximum(best, found.detach())
-        if bool((best > 0).all()):
+        if bool((best > 0).all()) or time.perf_counter() > deadline:
             break
         for alpha, grad in zip(alphas.values(), grads, strict=True):
             alpha.grad = grad

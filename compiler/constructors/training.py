@@ -169,8 +169,9 @@ DECLARATIONS = [
                 "root_steps",
                 INT,
                 50,
-                "Adam steps of alpha-CROWN before the search (rate 0.5), on each layer's intermediate "
-                "bounds and then on the margins (0: none; the search's own bounds take `steps`).",
+                "Adam steps of alpha-CROWN before the search: on each layer's intermediate bounds (as "
+                "AlphaCROWN: rate 0.5, decayed by 0.98 a step), then on the margins at the search's rates "
+                "(0: none; the search's own bounds take `steps`).",
                 low=0,
             ),
         ),
