@@ -22,6 +22,7 @@ of its linear program, misclassified.
 from __future__ import annotations
 
 import heapq
+import inspect
 import time
 from dataclasses import dataclass, field
 
@@ -102,7 +103,18 @@ class BranchAndBound(Step):
         self.timeout, self.batch, self.steps = float(timeout), int(batch), int(steps)
         self.root_steps = int(root_steps)
         self.lr_alpha, self.lr_beta = float(lr_alpha), float(lr_beta)
-        self.label = "BranchAndBound" if self.timeout == 60.0 else f"BranchAndBound(timeout={self.timeout:g})"
+        self.label = self._label()
+
+    def _label(self) -> str:
+        """The call as written, with every argument that differs from its default: a record says which
+        search produced it."""
+        defaults = inspect.signature(BranchAndBound.__init__).parameters
+        given = [
+            f"{name}={getattr(self, name):g}"
+            for name, param in defaults.items()
+            if name != "self" and getattr(self, name) != param.default
+        ]
+        return f"BranchAndBound({', '.join(given)})" if given else "BranchAndBound"
 
     def decide(self, model: nn.Module, batch: Batch, pending: Tensor) -> None:
         for i in pending.tolist():
@@ -157,7 +169,7 @@ class BranchAndBound(Step):
                     children.append(Subdomain(domain.bound, counter, signs, domain.depth + 1, domain.warm))
                     counter += 1
             for leaf in leaves:
-                verdict = exact_leaf(model, batch, i, leaf.signs, self.label)
+                verdict = exact_leaf(model, batch, i, leaf.signs, self.label, open_rows)
                 if batch.outcomes[i].status == "falsified":
                     return
                 if verdict is None:  # neither proved nor refuted: the image cannot be verified
@@ -392,9 +404,12 @@ def _alpha_bounds(
 
 
 @torch.no_grad()
-def exact_leaf(model: nn.Module, batch: Batch, i: int, signs: dict[int, Tensor], by: str) -> float | None:
-    """Image i's subdomain `signs` (no unstable neuron left) decided by linear programs, one per margin:
-    the network is affine on the subdomain, its inputs in the box that satisfy the split constraints.
+def exact_leaf(
+    model: nn.Module, batch: Batch, i: int, signs: dict[int, Tensor], by: str, open_rows: Tensor | None = None
+) -> float | None:
+    """Image i's subdomain `signs` (no unstable neuron left) decided by linear programs, one per margin
+    (per margin of `open_rows`, when given: the others are proved on the whole ball): the network is affine
+    on the subdomain, its inputs in the box that satisfy the split constraints.
 
     A program's minimiser at or below zero is run through the network: misclassified, it falsifies image
     i (the margin is returned). Otherwise the programs' dual multipliers of the split constraints are the
@@ -423,7 +438,8 @@ def exact_leaf(model: nn.Module, batch: Batch, i: int, signs: dict[int, Tensor],
             s = sign.flatten()[chosen].to(lower.dtype)
             relu = next(n for n in nodes.values() if n.parents and n.parents[0].id == node_id)
             constraints.append((relu, chosen, -(s[:, None] * a), s * c))  # s (a x + c) >= 0
-        rows = Dense(margin_others(y, output.shape[1], lower.dtype)[0])
+        margins = margin_others(y, output.shape[1], lower.dtype)[0]
+        rows = Dense(margins if open_rows is None else margins[:, open_rows])
         objective, offset = _affine(output, value, rows)
     a_ub = torch.cat([c[2] for c in constraints]).numpy() if constraints else None
     b_ub = torch.cat([c[3] for c in constraints]).numpy() if constraints else None

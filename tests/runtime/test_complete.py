@@ -125,8 +125,15 @@ def test_branch_and_bound_decides_what_crown_leaves_open():
     for outcome, i in zip(outcomes, open_images, strict=True):
         lower, upper = (x[i] - EPS).clamp(0, 1), (x[i] + EPS).clamp(0, 1)
         truth = exact_least_margin(net, lower, upper, int(y[i]))
-        assert outcome.by == "BranchAndBound(timeout=30)" or outcome.status == "falsified"
+        assert outcome.by == "BranchAndBound(timeout=30, batch=4, steps=0)" or outcome.status == "falsified"
         assert (outcome.status == "verified") == (truth > 0), (outcome.record(), truth)
+
+
+def test_a_search_is_labelled_with_every_argument_that_differs_from_its_default():
+    assert BranchAndBound().label == "BranchAndBound"
+    assert BranchAndBound(timeout=20, root_steps=0, lr_beta=0.01).label == (
+        "BranchAndBound(timeout=20, lr_beta=0.01, root_steps=0)"
+    )
 
 
 def test_a_search_past_its_time_limit_is_unknown_with_a_sound_lower_bound():
@@ -243,17 +250,23 @@ def test_a_subdomain_with_every_neuron_split_is_decided_by_its_linear_program():
         a_ub = torch.cat([-(s1[:, None] * w1), -(s2[:, None] * a2)]).numpy()
         b_ub = torch.cat([s1 * b1, s2 * c2]).numpy()
         bounds = list(zip(lower[0].tolist(), upper[0].tolist(), strict=True))
-        t, truth = int(y[0]), float("inf")
+        t, per_margin = int(y[0]), []
         for j in (j for j in range(3) if j != t):
             program = linprog((a3[t] - a3[j]).numpy(), A_ub=a_ub, b_ub=b_ub, bounds=bounds, method="highs")
             if program.status == 0:
-                truth = min(truth, float(program.fun) + float(c3[t] - c3[j]))
-        if truth == float("inf"):
-            assert found == float("inf")
-        elif truth > 0:
-            assert found == pytest.approx(truth, abs=1e-7)
-        else:  # a counterexample: the image is falsified by the program's point
-            assert batch.outcomes[0].status == "falsified" and found <= 0
+                per_margin.append(float(program.fun) + float(c3[t] - c3[j]))
+        # The programs share their constraints: all are infeasible or none is.
+        truth, first_truth = min(per_margin, default=float("inf")), (per_margin or [float("inf")])[0]
+        # Only the first margin open (the root proved the other): its program alone decides.
+        only_first = Batch(x, y, lower, upper, [Outcome(0, int(y[0]))])
+        found_first = exact_leaf(net, only_first, 0, signs, "test", torch.tensor([True, False]))
+        for decided, least, record in ((found, truth, batch), (found_first, first_truth, only_first)):
+            if least == float("inf"):
+                assert decided == float("inf")
+            elif least > 0:
+                assert decided == pytest.approx(least, abs=1e-7)
+            else:  # a counterexample: the image is falsified by the program's point
+                assert record.outcomes[0].status == "falsified" and decided <= 0
         checked += truth != float("inf")
     assert checked >= 2
 
