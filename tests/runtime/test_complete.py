@@ -338,3 +338,28 @@ def test_networks_with_parallel_branches_are_searched_with_their_roots_refined()
         ]
         assert "error" not in found[0] and found[0] == found[1], found
         assert "verified" in found[0] and "falsified" in found[0]
+
+
+def test_outcomes_of_a_cascade_with_a_search_are_handed_on_every_few_images():
+    """A complete step may search each image up to its timeout: the record hears of each image within
+    `COMPLETE_BATCH` images of it, not at the end of a batch of 100."""
+    from daic.runtime.certify import COMPLETE_BATCH
+
+    net = blob_network(0)
+    x = torch.rand(25, 2, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    with torch.no_grad():
+        y = net(x).argmax(1)
+    searched: list[int] = []  # images the search had been given when each outcome was handed on
+    seen: list[int] = []
+
+    class Counting(BranchAndBound):
+        def decide(self, model, batch, pending):
+            seen.append(len(pending))
+            super().decide(model, batch, pending)
+
+    outcomes = certify(net, [Counting(timeout=5, batch=4)], x, y, EPS, (0.0, 1.0),
+                       on_outcome=lambda o: searched.append(len(seen)))  # fmt: skip
+    assert [o.index for o in outcomes] == list(range(25)) and COMPLETE_BATCH < 25
+    # The first images are handed on after the first batch's search, before any later batch's.
+    assert searched[:COMPLETE_BATCH] == [1] * COMPLETE_BATCH
+    assert searched[-1] == len(seen) >= 25 // COMPLETE_BATCH
