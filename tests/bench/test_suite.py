@@ -60,6 +60,34 @@ def test_methods_table_times_every_method_from_its_goal():
     assert all(float(table[name][7]) > 0 for name in with_attack)
 
 
+def test_a_frozen_goal_searches_once_and_reuses_its_point_everywhere_it_nests():
+    from daic.compiler.expressions import check_expression
+    from daic.compiler.lower import lower_value
+    from daic.compiler.types import GOAL
+    from daic.runtime.goals import GoalEnv
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(4, 3))
+    lower, upper = torch.zeros(2, 4), torch.full((2, 4), 0.5)
+
+    def points(text: str, frozen: bool) -> list[torch.Tensor]:
+        goal = lower_value(check_expression(text, GOAL))
+        if frozen:
+            methods.freeze_searches(goal)
+        found = []
+        for seed in (1, 2):
+            env = GoalEnv(model, torch.tensor([0, 1]), 1.0, torch.Generator().manual_seed(seed))
+            found.append(goal.parts(lower, upper, env)[0].value)
+        return found
+
+    # Random starts: two searches find two points, unless the search is frozen.
+    first, second = points("Sub(2, Mix(PGD(1, 0.1), Box, 0.5))", frozen=False)
+    assert not torch.equal(first, second)
+    first, second = points("Sub(2, Mix(PGD(1, 0.1), Box, 0.5))", frozen=True)
+    assert torch.equal(first, second) and bool(((first >= -0.25) & (first <= 0.75)).all())
+    assert methods._attacks(lower_value(check_expression("SmallBox(0.4, PGD(8, 0.5))", GOAL)))[0].k == 8
+
+
 def test_taps_goes_before_the_first_linear_layer():
     text = "Conv2D filters=4 kernel_size=3\nReLU\nLinear out=8\nReLU\nLinear out=10\n"
     assert methods.with_taps(text, 8).splitlines()[2:4] == ["TAPS steps=8", "Linear out=8"]
