@@ -5,9 +5,8 @@ statistics from the clean batch, the goal's parts, their losses, backward).
 A method with an attack is also measured with its search aside: the same step with every attack's point
 found once, before the timing, and handed back at each call (`freeze_searches`), so what is timed is the
 method's step less its search, directly. What remains of MTL-IBP, CC-IBP and Exp-IBP is a concrete pass at
-the attack's point and an IBP pass, so their floor is (concrete + IBP) / IBP; SABR's is its IBP pass on
-the small box. TAPS's attack runs inside the network (its latent PGD), so it has
-no such column.
+the attack's point and an IBP pass; of SABR, its IBP pass on the small box. TAPS's attack runs inside the
+network (its latent PGD), so it has no such column.
 """
 
 from __future__ import annotations

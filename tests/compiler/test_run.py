@@ -377,19 +377,24 @@ def test_resnet34_completes_an_epoch_on_cpu(tmp_path, monkeypatch):
 
 
 def test_the_mnist_methods_example_lowers_every_scheme_to_its_goal_and_network():
-    """`examples/mnist_methods.dai` (the README's MNIST table) plans and lowers each of its schemes: the
-    ConvSmall of 89,606 parameters (TAPS's split adds none), each method's goal as written."""
+    """`examples/mnist_methods.dai` (the README's MNIST tables) plans and lowers each of its schemes: the
+    ConvSmall of 89,606 parameters (TAPS's split adds none), or ConvBig's or CNN7's, each method's goal as
+    written."""
     from daic.compiler.run import plan as run_plan
     from daic.runtime.layers.taps import TAPS
 
     path = str(Path(__file__).parents[2] / "examples" / "mnist_methods.dai")
     names = [line.split()[1] for line in Path(path).read_text().splitlines() if line.startswith("scheme ")]
-    assert len(names) == 20
+    assert len(names) == 22
+    parameters = {"ExpIBP_03_ConvBig": 1_974_762, "IBP_03_CNN7": 13_259_338}
     goals = {}
     for name in names:
         scheme, model = run_plan.lowered(plan_run(path, name, None))
-        assert sum(p.numel() for p in model.parameters()) == 89_606, name
+        trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+        assert trainable == parameters.get(name, 89_606), name
         assert any(isinstance(m, TAPS) for m in model.modules()) == name.startswith("TAPS"), name
         goals[name] = repr(scheme.goal)
     assert goals["SABR_01"] == "Mix(Point, SmallBox(Const(0.4), PGD(8, 0.5, 1), Box), Const(0.7))"
     assert goals["CCIBP_03"].startswith("Sub(Const(1.33333")
+    assert goals["ExpIBP_03_ConvBig"] == goals["ExpIBP_03"]
+    assert goals["IBP_03_CNN7"] == "Mix(Point, Box, Const(0.7))"
