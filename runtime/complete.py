@@ -252,8 +252,7 @@ class BranchAndBound(Step):
         splits = _stacked(signs, n)
         value = Symbolic.input(lower, upper, companions, crown=True, splits=splits, prior=prior)
         output = model.abstract(value, AbstractContext(training=False, relu=relu))
-        margins = margin_others(y, output.shape[1], lower.dtype)[0]
-        rows = Dense(margins if open_rows is None else margins[:, open_rows])
+        rows = _margin_rows(y, output.shape[1], lower.dtype, open_rows)
         relus = [node for node in output.ancestors() if isinstance(node.layer, ReLU)]
         how = Backward(record={node.id for node in relus} | {value.id})
         best = backsubstitute(output, rows, how)
@@ -285,22 +284,22 @@ class BranchAndBound(Step):
         rows as recorded, and each subdomain's slopes and multipliers at the step where each row was best
         (where they started, if no step beat CROWN's own slopes)."""
         n, s = rows.A.shape[:2]
-        alphas = {}
-        for node in relus:
-            start = node.layer.initial_slopes(node).unsqueeze(1).expand(n, s, *node.shape[1:]).clone()
-            for k, w in enumerate(warm):
-                if w is not None and node.id in w.alphas:
-                    start[k] = w.alphas[node.id]
-            alphas[node.id] = start.requires_grad_(True)
+        alphas = {
+            node.id: _warm_started(
+                node.layer.initial_slopes(node).unsqueeze(1).expand(n, s, *node.shape[1:]).clone(),
+                [None if w is None else w.alphas.get(node.id) for w in warm],
+            )
+            for node in relus
+        }
         signs = {node.id: splits[node.parents[0].id].to(rows.A.dtype) for node in relus
                  if node.parents[0].id in splits}  # fmt: skip
-        betas = {}
-        for key, sign in signs.items():
-            start = torch.zeros((n, s, *sign.shape[1:]), dtype=rows.A.dtype)
-            for k, w in enumerate(warm):
-                if w is not None and key in w.betas:
-                    start[k] = w.betas[key]
-            betas[key] = start.requires_grad_(True)
+        betas = {
+            key: _warm_started(
+                torch.zeros((n, s, *sign.shape[1:]), dtype=rows.A.dtype),
+                [None if w is None else w.betas.get(key) for w in warm],
+            )
+            for key, sign in signs.items()
+        }
         groups = [{"params": list(alphas.values()), "lr": self.lr_alpha}]
         if betas:
             groups.append({"params": list(betas.values()), "lr": self.lr_beta})
@@ -340,6 +339,21 @@ class BranchAndBound(Step):
             for k in range(n)
         ]
         return best, recorded, ended
+
+
+def _margin_rows(y: Tensor, classes: int, dtype: torch.dtype, open_rows: Tensor | None) -> Dense:
+    """The margins ``y_t - y_j`` as rows over the output, only those of `open_rows` when given."""
+    margins = margin_others(y, classes, dtype)[0]
+    return Dense(margins if open_rows is None else margins[:, open_rows])
+
+
+def _warm_started(start: Tensor, warm: list[Tensor | None]) -> Tensor:
+    """`start` ``(N, ...)`` with each subdomain's row replaced by its warm start where it has one, as a
+    leaf to optimise."""
+    for k, value in enumerate(warm):
+        if value is not None:
+            start[k] = value
+    return start.requires_grad_(True)
 
 
 def refined_intermediates(
@@ -438,8 +452,7 @@ def exact_leaf(
             s = sign.flatten()[chosen].to(lower.dtype)
             relu = next(n for n in nodes.values() if n.parents and n.parents[0].id == node_id)
             constraints.append((relu, chosen, -(s[:, None] * a), s * c))  # s (a x + c) >= 0
-        margins = margin_others(y, output.shape[1], lower.dtype)[0]
-        rows = Dense(margins if open_rows is None else margins[:, open_rows])
+        rows = _margin_rows(y, output.shape[1], lower.dtype, open_rows)
         objective, offset = _affine(output, value, rows)
     a_ub = torch.cat([c[2] for c in constraints]).numpy() if constraints else None
     b_ub = torch.cat([c[3] for c in constraints]).numpy() if constraints else None
