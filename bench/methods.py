@@ -22,6 +22,7 @@ from daic.compiler.lower import lower_value
 from daic.compiler.types import GOAL
 from daic.runtime.data import TensorData
 from daic.runtime.goals import IFGSM, PGD, Goal
+from daic.runtime.schedules import Lin
 from daic.runtime.scheme import Scheme
 from daic.runtime.trainer import LossModule
 
@@ -32,11 +33,13 @@ class Method:
     goal: str  # the goal expression, as a scheme writes it
     searches: bool = False  # it has an attack goal inside, whose search is also taken aside
     taps: bool = False  # the network gets a TAPS layer before its first Linear
+    warmup: bool = False  # a step of the epsilon ramp, with Shi et al.'s warm-up regularisers (weight 0.5)
 
 
 METHODS = (
     Method("concrete", "Point"),
     Method("IBP", "Box"),
+    Method("IBP, warm-up", "Box", warmup=True),
     Method("CROWN-IBP", "CROWNIBP"),
     Method("CROWN-IBP fused", "CROWNIBP(fused=True)"),
     Method("SABR", "SmallBox(0.4, PGD(8, 0.5))", searches=True),
@@ -80,15 +83,18 @@ def with_taps(text: str, steps: int) -> str:
 
 
 def goal_step(
-    model: nn.Module, goal_text: str, x: torch.Tensor, y: torch.Tensor, eps: float, frozen: bool = False
-) -> W.Step:
+    model: nn.Module, goal_text: str, x: torch.Tensor, y: torch.Tensor, eps: float, frozen: bool = False,
+    warmup: bool = False,
+) -> W.Step:  # fmt: skip
     """One training step of the goal, as `Trainer` takes it (without the optimizer's update); `frozen`:
-    with its attacks' searches aside (`freeze_searches`)."""
+    with its attacks' searches aside (`freeze_searches`); `warmup`: halfway up a ramp to 2 eps, with the
+    warm-up regularisers."""
     goal = lower_value(check_expression(goal_text, GOAL))
     if frozen:
         freeze_searches(goal)
     data = TensorData(x[:1], y[:1], x[:1], y[:1], 10)
-    scheme = Scheme(data=data, epsilon=eps, goal=goal, epochs=1, batch=len(x))
+    ramp = {"epsilon": Lin(0, 2 * eps, 2, 0), "epochs": 2, "warmup_reg": 0.5} if warmup else {"epsilon": eps}
+    scheme = Scheme(data=data, goal=goal, batch=len(x), **{"epochs": 1, **ramp})
     module = LossModule(model, scheme, (0.0, 1.0))
     generator = torch.Generator().manual_seed(0)
 
@@ -108,7 +114,8 @@ def steps(name: str, device: torch.device, taps_steps: int = 8) -> dict[str, W.S
     x, y = (t.to(device) for t in W.inputs(name))
     found: dict[str, W.Step] = {}
     for method in METHODS:
-        found[method.name] = goal_step(tapped if method.taps else model, method.goal, x, y, work.epsilon)
+        net = tapped if method.taps else model
+        found[method.name] = goal_step(net, method.goal, x, y, work.epsilon, warmup=method.warmup)
         if method.searches:
             found[method.name + FROZEN] = goal_step(model, method.goal, x, y, work.epsilon, frozen=True)
     return found

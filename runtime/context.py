@@ -19,8 +19,8 @@ class AbstractContext:
     - ``relu``: the hybrid-zonotope ReLU transformer, ``"hybrid"`` (the reference DiffAI transformer) or
       ``"deepz"`` (the minimal-area zonotope relaxation). Boxes always use the exact interval ReLU.
     - ``losses``: DeepLoss appends its weighted loss terms here; the training loop adds them to its loss.
-    - ``relu_inputs``: when a list, each ReLU appends the box it is given (the warm-up regularisers read
-      them).
+    - ``relu_inputs``: when a list, each ReLU appends its input: a box, or for a hybrid zonotope without
+      correlated terms the box of its head and beta, else the element (the warm-up regularisers read them).
     """
 
     training: bool = False

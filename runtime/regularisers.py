@@ -23,25 +23,42 @@ from torch import Tensor, nn
 
 from .context import AbstractContext
 from .domains import Box
+from .layers.activation import ReLU
 from .layers.affine import Conv2D, Linear, Normalize
 
 TAU = 0.5
 
 
-def warmup_regulariser(model: nn.Module, lower: Tensor, upper: Tensor, relu: str = "hybrid") -> Tensor:
+def warmup_regulariser(
+    model: nn.Module, lower: Tensor, upper: Tensor, relu: str = "hybrid", relu_inputs: list[Box] | None = None
+) -> Tensor:
     """Shi et al.'s ``L_tightness + L_relu`` for the boxes [lower, upper], averaged over the ReLU layers
-    (0 for a network without ReLUs)."""
-    ctx = AbstractContext(training=True, relu=relu, relu_inputs=[])
-    model.abstract(Box.from_bounds(lower, upper), ctx)
-    boxes = ctx.relu_inputs or []
-    if not boxes:
+    (0 for a network without ReLUs). `relu_inputs`, when given, are the interval bounds of every ReLU's
+    input for these boxes that a pass already computed (see `interval_relu_inputs`); otherwise an interval
+    pass computes them."""
+    if relu_inputs is None:
+        ctx = AbstractContext(training=True, relu=relu, relu_inputs=[])
+        model.abstract(Box.from_bounds(lower, upper), ctx)
+        relu_inputs = ctx.relu_inputs or []
+    if not relu_inputs:
         return lower.new_zeros(())
     r0 = _first_affine_input(model, Box.from_bounds(lower, upper)).radius.mean()
     total = lower.new_zeros(())
-    for box in boxes:
+    for box in relu_inputs:
         total = total + F.relu(TAU - r0 / box.radius.mean().clamp_min(1e-12)) / TAU
         total = total + _balance(box.center, box.center - box.radius, box.center + box.radius)
-    return total / len(boxes)
+    return total / len(relu_inputs)
+
+
+def interval_relu_inputs(model: nn.Module, recorded: list, relu: str) -> list[Box] | None:
+    """The ReLU inputs a goal's pass of the epsilon-box recorded (`AbstractContext.relu_inputs`), when they
+    are the interval pass's: every ReLU of the network recorded once, each a box, and the hybrid ReLU
+    (the box ReLU on elements without correlated terms) between them. None otherwise: then
+    `warmup_regulariser` makes its own interval pass."""
+    relus = sum(isinstance(m, ReLU) for m in model.modules())
+    if relu != "hybrid" or len(recorded) != relus or not all(isinstance(b, Box) for b in recorded):
+        return None
+    return recorded
 
 
 def _first_affine_input(model: nn.Module, box: Box) -> Box:

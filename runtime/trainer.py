@@ -24,12 +24,12 @@ from torch import Tensor, nn
 from .context import AbstractContext
 from .data import TensorData, augment
 from .distributed import GlobalDraws, Group, evaluation_share, gather, local_batch, shard
-from .domains import Element
+from .domains import Box, Element, HybridZonotope
 from .evaluate import evaluate
 from .goals import GoalEnv, Joint, schedule_values
 from .layers.normalization import batch_norms, fixed_statistics, measure, reestimate_statistics
 from .losses import worst_case_loss
-from .regularisers import l1_penalty, warmup_regulariser
+from .regularisers import interval_relu_inputs, l1_penalty, warmup_regulariser
 from .schedules import as_schedule
 from .scheme import Scheme
 
@@ -127,6 +127,8 @@ class LossModule(nn.Module):
         with draws if draws is not None else nullcontext():
             parts = self.scheme.goal.parts(lower, upper, env)
         ctx = AbstractContext(training=True, t=t, relu=self.scheme.relu)
+        warmup = self._warmup_box(lower, upper, eps)
+        relu_inputs = None
         total = x.new_zeros(())
         centres = self.normalised and self.scheme.bn_stats == "centres"
         for part in parts:
@@ -138,26 +140,33 @@ class LossModule(nn.Module):
             elif isinstance(part.value, Tensor):
                 part_loss = F.cross_entropy(self.concrete(part.value), y)
             else:
+                # The warm-up regularisers read the interval bounds of the epsilon-box's pass: a goal's
+                # box part is that pass, so they are recorded there instead of propagated a second time.
+                record = relu_inputs is None and warmup is not None and _is_box(part.value, *warmup)
+                ctx.relu_inputs = [] if record else None
                 part_loss = worst_case_loss(self.model.abstract(part.value, ctx), y).mean()
+                if record:
+                    relu_inputs = interval_relu_inputs(self.model, ctx.relu_inputs, self.scheme.relu)
+                ctx.relu_inputs = None
             total = total + part.weight * part_loss
         for deep in ctx.losses:
             total = total + deep
-        return total + self._regularisers(lower, upper, eps)
-
-    def _regularisers(self, lower: Tensor, upper: Tensor, eps: float) -> Tensor | float:
-        scheme, total = self.scheme, 0.0
-        final = self.epsilon(scheme.epochs)
-        if scheme.warmup_reg > 0 and eps < final:
-            # With eps = 0 the box is a point: a radius of 1e-6 gives the bounds the regulariser needs.
-            if eps <= 0:
-                x = (lower + upper) / 2
-                a, b = self.value_range
-                lower, upper = (x - 1e-6).clamp(min=a), (x + 1e-6).clamp(max=b)
-            weight = scheme.warmup_reg * (1 - eps / final)
-            total = total + weight * warmup_regulariser(self.model, lower, upper, scheme.relu)
-        if scheme.l1 > 0:
-            total = total + scheme.l1 * l1_penalty(self.model)
+        if warmup is not None:
+            weight = self.scheme.warmup_reg * (1 - eps / self.epsilon(self.scheme.epochs))
+            total = total + weight * warmup_regulariser(self.model, *warmup, self.scheme.relu, relu_inputs)
+        if self.scheme.l1 > 0:
+            total = total + self.scheme.l1 * l1_penalty(self.model)
         return total
+
+    def _warmup_box(self, lower: Tensor, upper: Tensor, eps: float) -> tuple[Tensor, Tensor] | None:
+        """The boxes the warm-up regularisers are computed for, while they act (during the ramp)."""
+        if self.scheme.warmup_reg <= 0 or eps >= self.epsilon(self.scheme.epochs):
+            return None
+        if eps <= 0:  # the box is a point: a radius of 1e-6 gives the bounds the regularisers need
+            x = (lower + upper) / 2
+            a, b = self.value_range
+            return (x - 1e-6).clamp(min=a), (x + 1e-6).clamp(max=b)
+        return lower, upper
 
     def _measure_centres(self, value: Tensor | Element | Joint) -> None:
         """BatchNorm's statistics for an abstract part: those of its boxes' centres (a point part keeps
@@ -359,3 +368,15 @@ def _no_buffer_sync() -> dict[str, bool]:
 
 def data_augment(scheme: Scheme) -> list:
     return list(scheme.data.augment)
+
+
+def _is_box(value: Element, lower: Tensor, upper: Tensor) -> bool:
+    """Whether an abstract part is the box [lower, upper] itself, with no correlated terms."""
+    if isinstance(value, HybridZonotope) and value.m == 0:
+        centre, radius = value.head, value.beta
+    elif isinstance(value, Box):
+        centre, radius = value.center, value.radius
+    else:
+        return False
+    same = Box.from_bounds(lower, upper)
+    return torch.equal(centre, same.center) and torch.equal(radius, same.radius)

@@ -49,7 +49,8 @@ def test_methods_table_times_every_method_from_its_goal():
     rows = [[cell.strip() for cell in line.split("|")[1:-1]] for line in done.stdout.splitlines()]
     table = {row[2]: row for row in rows if len(row) == 8 and row[:2] == ["convsmall", "100"]}
     assert list(table) == [
-        "concrete", "IBP", "CROWN-IBP", "CROWN-IBP fused", "SABR", "MTL-IBP", "CC-IBP", "Exp-IBP", "TAPS",
+        "concrete", "IBP", "IBP, warm-up", "CROWN-IBP", "CROWN-IBP fused", "SABR", "MTL-IBP", "CC-IBP",
+        "Exp-IBP", "TAPS",
     ]  # fmt: skip
     assert table["SABR"][3] == "SmallBox(0.4, PGD(8, 0.5))"
     assert table["concrete"][5] == "1.00" and table["IBP"][6] == "1.00"

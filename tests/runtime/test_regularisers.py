@@ -7,8 +7,11 @@ import torch
 import torch.nn.functional as F
 
 from daic.runtime import Lin, Linear, ReLU, Sequential
+from daic.runtime.context import AbstractContext
 from daic.runtime.data import Digits, TensorData
+from daic.runtime.domains import HybridZonotope
 from daic.runtime.goals import Box as BoxGoal
+from daic.runtime.losses import worst_case_loss
 from daic.runtime.optim import SGD
 from daic.runtime.regularisers import l1_penalty, warmup_regulariser
 from daic.runtime.scheme import Scheme
@@ -85,6 +88,47 @@ def test_a_scheme_weighs_the_regulariser_down_over_the_ramp_and_drops_it_after()
     assert torch.allclose(extra, expected)
     after = with_reg(x, y, 3.0, g) - plain(x, y, 3.0, g)  # eps reached its final value
     assert torch.allclose(after, 1e-3 * l1_penalty(net))
+
+
+class CountingReLU(ReLU):
+    """A ReLU that counts the abstract elements it is given."""
+
+    passes = 0
+
+    def abstract(self, x, ctx):
+        if not isinstance(x, torch.Tensor):
+            CountingReLU.passes += 1
+        return super().abstract(x, ctx)
+
+
+def counting_network() -> Sequential:
+    net = network()
+    net[1], net[3] = CountingReLU(), CountingReLU()
+    return net
+
+
+def regularised_step(net, relu: str = "hybrid") -> tuple[torch.Tensor, int]:
+    """The loss of a Box goal at epoch 1 of the ramp (eps 0.1), checked against the goal's loss plus the
+    regularisers computed on their own, and how many abstract passes the step made."""
+    x = torch.rand(16, 4, dtype=torch.float64) * 0.6 + 0.2
+    y = torch.randint(0, 3, (16,))
+    CountingReLU.passes = 0
+    loss = LossModule(net, scheme(warmup_reg=0.5, relu=relu), (0.0, 1.0))(x, y, 1.0, torch.Generator())
+    passes = CountingReLU.passes // 2
+    lower, upper = (x - 0.1).clamp(min=0), (x + 0.1).clamp(max=1)
+    ctx = AbstractContext(training=True, relu=relu)
+    goal = worst_case_loss(net.abstract(HybridZonotope.from_bounds(lower, upper), ctx), y).mean()
+    assert torch.allclose(loss, goal + 0.25 * warmup_regulariser(net, lower, upper))
+    return loss, passes
+
+
+def test_the_regularisers_read_the_bounds_of_the_goals_own_interval_pass():
+    torch.manual_seed(0)
+    shared = regularised_step(counting_network())
+    assert shared[1] == 1  # the goal's box pass alone: the regularisers' bounds were recorded in it
+    # with DeepZ's ReLU the goal's pass is not the interval one: the regularisers make their own
+    deepz = regularised_step(counting_network(), relu="deepz")
+    assert deepz[1] == 2 and not torch.allclose(deepz[0], shared[0])
 
 
 def test_gradient_clipping_bounds_each_steps_move():
