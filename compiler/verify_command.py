@@ -186,21 +186,32 @@ class Record:
 
 
 def summarize(rows: list[dict[str, Any]], identity: dict[str, Any]) -> dict[str, Any]:
-    """Counts of each status (and of each domain's verifications), shares of the images, seconds."""
+    """Counts of each status (and of each domain's verifications and falsifications), shares of the images,
+    the accuracy (misclassified images are falsified by themselves, ``clean``), the accuracy under the
+    cascade's attack where it has one, seconds."""
+    from daic.runtime.certify import CLEAN, Attack
+
     n = identity["images"]
     statuses = Counter(row["status"] for row in rows)
     by_domain = Counter(row["domain"] for row in rows if row["status"] == "verified")
+    falsified_by = Counter(row["domain"] for row in rows if row["status"] == "falsified")
     seconds = sum(row["seconds"] for row in rows)
-    return {
+    summary = {
         "images": n,
         "recorded": len(rows),
         "epsilon": identity["epsilon"],
         "cascade": identity["cascade"],
         **{status: statuses.get(status, 0) for status in ("verified", "falsified", "unknown", "error")},
         "verified_by": dict(by_domain),
+        "falsified_by": dict(falsified_by),
         "verified_percent": 100.0 * statuses.get("verified", 0) / max(1, n),
+        "accuracy_percent": 100.0 * (n - falsified_by[CLEAN]) / max(1, n),
         "seconds_per_image": seconds / max(1, len(rows)),
     }
+    if Attack.label in identity["cascade"]:
+        attacked = falsified_by[CLEAN] + falsified_by[Attack.label]
+        summary["attack_accuracy_percent"] = 100.0 * (n - attacked) / max(1, n)
+    return summary
 
 
 def _sha256(path: str) -> str:
@@ -225,12 +236,20 @@ def _write_atomically(path: Path, text: str) -> None:
 
 def table_text(summary: dict[str, Any]) -> list[tuple[str, str]]:
     """The summary as (name, value) rows for the table."""
+    from daic.runtime.certify import CLEAN, Attack
+
     n = max(1, summary["images"])
     rows = [(f"verified by {label}", summary["verified_by"].get(label, 0)) for label in summary["cascade"]]
-    rows = [(name, count) for name, count in rows if not name.endswith("PGD")]
+    rows = [(name, count) for name, count in rows if not name.endswith(Attack.label)]
+    falsified = summary["falsified_by"]
+    rows += [("falsified: misclassified", falsified.get(CLEAN, 0))]
+    rows += [(f"falsified by {step}", falsified[step]) for step in summary["cascade"] if step in falsified]
     rows += [(status, summary[status]) for status in ("falsified", "unknown", "error")]
     out = [(name, f"{count:,} ({100 * count / n:.2f}%)") for name, count in rows]
     out.append(("verified", f"{summary['verified']:,} ({summary['verified_percent']:.2f}%)"))
+    out.append(("accuracy", f"{summary['accuracy_percent']:.2f}%"))
+    if "attack_accuracy_percent" in summary:
+        out.append((f"{Attack.label} accuracy", f"{summary['attack_accuracy_percent']:.2f}%"))
     out.append(("s/image", f"{summary['seconds_per_image']:.4f}"))
     return out
 

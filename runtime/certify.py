@@ -33,6 +33,7 @@ from .domains.rounding import up as round_up
 from .verification import Domain, exact_float
 
 STATUSES = ("verified", "falsified", "unknown", "error")
+CLEAN = "clean"  # what falsified a misclassified image: the image itself
 # Images per batch when the cascade has a complete step: its search takes up to its timeout per image, so
 # outcomes reach the record (and the progress line) every few images, and a kill loses little search.
 COMPLETE_BATCH = 8
@@ -191,7 +192,7 @@ def _certify_batch(model: nn.Module, steps: Sequence[Step], batch: Batch) -> lis
     started = time.perf_counter()
     margins = least_margins(model, batch.x, batch.y)
     everyone = torch.arange(len(outcomes))
-    falsify(batch, everyone, batch.x, margins, "clean")
+    falsify(batch, everyone, batch.x, margins, CLEAN)
     _charge(outcomes, everyone, time.perf_counter() - started)
     for step in steps:
         pending = torch.tensor([i for i, o in enumerate(outcomes) if o.status == "unknown"], dtype=torch.long)
