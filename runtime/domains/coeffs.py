@@ -86,9 +86,7 @@ class Dense:
         per-row maps ``(G, S, *F)`` as they are."""
         if m.dim() == self.A.dim():
             return m
-        if self.image is not None and m.shape[0] != 1:
-            m = m.index_select(0, self.image)
-        return m.unsqueeze(1)
+        return self.per_group(m).unsqueeze(1)
 
     def _like(self, A: Tensor) -> Dense:
         return Dense(A, self.image)
@@ -109,19 +107,26 @@ class Dense:
             return torch.bmm(A.flatten(2), m.flatten(2).transpose(1, 2)).squeeze(2)
         return (A * m).flatten(2).sum(2)
 
+    def per_group(self, m: Tensor) -> Tensor:
+        """A neuron map ``(B, *F)`` as ``(G, *F)``, each group's image's (one shared ``(1, *F)`` as it is):
+        the fused kernels' layout."""
+        return m if self.image is None or m.shape[0] == 1 else m.index_select(0, self.image)
+
     def bound(self, center: Tensor, radius: Tensor) -> Tensor:
         """``(G, S)``: the least value of each row over the box ``center +- radius``."""
-        if self.image is None and center.shape[1:] == self.A.shape[2:]:
-            return bound_rows(self.A, center, radius)
+        if center.shape[1:] == self.A.shape[2:]:
+            return bound_rows(self.A, self.per_group(center), self.per_group(radius))
         return self.dot(center) - self._like(self.A.abs()).dot(radius)
 
     def relaxed(self, lower_slope: Tensor, upper_slope: Tensor, upper_bias: Tensor) -> tuple[Dense, Tensor]:
         """The rows through an elementwise relaxation ``ls * x <= f(x) <= us * x + ub``, for lower bounds: a
         positive coefficient takes the lower line, a negative one the upper. Returns the coefficients on
         ``x`` and the constant ``(G, S)``. ``lower_slope`` may be per row (alpha-CROWN)."""
-        if self.image is None and upper_slope.shape[1:] == self.A.shape[2:]:
-            moved, bias = relaxed_rows(self.A, lower_slope, upper_slope, upper_bias)
-            return Dense(moved), bias
+        if upper_slope.shape[1:] == self.A.shape[2:]:
+            per_row = lower_slope.dim() == self.A.dim()
+            slopes = (lower_slope if per_row else self.per_group(lower_slope), self.per_group(upper_slope))
+            moved, bias = relaxed_rows(self.A, *slopes, self.per_group(upper_bias))
+            return self._like(moved), bias
         positive = self.A.clamp(min=0)
         negative = self.A - positive
         moved = positive * self.gathered(lower_slope) + negative * self.gathered(upper_slope)

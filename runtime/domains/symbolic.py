@@ -21,7 +21,7 @@ back-substituted, in chunks that keep the coefficients within a memory budget.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import reduce
 from typing import TYPE_CHECKING, Any
@@ -229,9 +229,9 @@ class Symbolic(Element):
     def refine(self) -> None:
         """With ``crown``: bounds of this node's neurons by back-substitution, intersected with the
         companions'. Only the neurons each image's companions leave unstable (lower < 0 < upper) are
-        back-substituted, each as two rows (its lower and upper bound), a chunk of every image's at a time
-        within the memory budget. The Box companion is narrowed to the result, so later interval bounds
-        start from it."""
+        back-substituted, each as two rows (its lower and upper bound) of its own image, a chunk of them at
+        a time within the memory budget. The Box companion is narrowed to the result, so later interval
+        bounds start from it."""
         if self._refined or self.kind == "input":
             return
         self._refined = True
@@ -240,26 +240,17 @@ class Symbolic(Element):
         if not self.analysis.crown:
             return
         lower, upper = self.bounds()
-        unstable = ((lower < 0) & (upper > 0)).flatten(1)  # (B, N)
-        counts = unstable.sum(1)
-        most = int(counts.max())
-        if most == 0:
-            return
-        # Each image's unstable neurons first, in order; `valid` marks the ones it has.
-        order = torch.sort((~unstable).to(torch.uint8), dim=1, stable=True).indices[:, :most]
-        valid = torch.arange(most, device=order.device)[None, :] < counts[:, None]
-        images = torch.arange(self.batch, device=order.device)[:, None].expand_as(order)
         low, up = lower.flatten(1).clone(), upper.flatten(1).clone()
-        per_index = 2 * self.batch * self.analysis.widest * lower.element_size()  # rows of one index
-        step = max(1, self.analysis.budget_bytes // per_index)
-        for start in range(0, most, step):
-            keep = valid[:, start : start + step]
-            image, neuron = images[:, start : start + step][keep], order[:, start : start + step][keep]
-            found_low, found_up = self._crown_bounds(order[:, start : start + step], keep)
+        unstable = ((lower < 0) & (upper > 0)).flatten(1)  # (B, N)
+        per_neuron = 2 * self.analysis.widest * lower.element_size()  # its two rows, on the widest node
+        per_chunk = max(1, self.analysis.budget_bytes // per_neuron)
+        for images, neuron, keep in unstable_chunks(unstable, per_chunk):
+            found_low, found_up = self._crown_bounds(images, neuron, keep)
+            at, which = images[:, None].expand_as(neuron)[keep], neuron[keep]
             if self.analysis.tighten:
-                found_low = torch.maximum(low[image, neuron], found_low)
-                found_up = torch.minimum(up[image, neuron], found_up)
-            low[image, neuron], up[image, neuron] = found_low, found_up
+                found_low = torch.maximum(low[at, which], found_low)
+                found_up = torch.minimum(up[at, which], found_up)
+            low[at, which], up[at, which] = found_low, found_up
         lower, upper = low.reshape(lower.shape), up.reshape(upper.shape)
         self._set_bounds(lower, upper)
 
@@ -293,17 +284,17 @@ class Symbolic(Element):
         upper = torch.where(sign < 0, torch.minimum(upper, zero), upper)
         self._set_bounds(lower, upper)
 
-    def _crown_bounds(self, neuron: Tensor, keep: Tensor) -> tuple[Tensor, Tensor]:
-        """Lower and upper bounds of the neurons ``neuron[b, j]`` (``(B, c)``) where ``keep``, in the order
-        of ``neuron[keep]``, by back-substituting the rows ``+x`` and ``-x`` of each: as windows on a map,
-        as dense rows on a flat node."""
+    def _crown_bounds(self, images: Tensor, neuron: Tensor, keep: Tensor) -> tuple[Tensor, Tensor]:
+        """Lower and upper bounds of the neurons ``neuron[g, j]`` (``(G, c)``) of image ``images[g]``
+        where ``keep``, in the order of ``neuron[keep]``, by back-substituting the rows ``+x`` and ``-x`` of
+        each: as windows on a map, as dense rows on a flat node."""
         if len(self.shape) == 4:
-            return self._window_bounds(neuron, keep)
-        return self._dense_bounds(neuron, keep)
+            return self._window_bounds(images, neuron, keep)
+        return self._dense_bounds(images, neuron, keep)
 
-    def _window_bounds(self, neuron: Tensor, keep: Tensor) -> tuple[Tensor, Tensor]:
+    def _window_bounds(self, images: Tensor, neuron: Tensor, keep: Tensor) -> tuple[Tensor, Tensor]:
         """One window (`Patches`) per kept neuron: an image's windows differ from its batch mates'."""
-        image = torch.arange(neuron.shape[0], device=neuron.device)[:, None].expand_as(neuron)[keep]
+        image = images[:, None].expand_as(neuron)[keep]
         k = image.shape[0]
         sign = self.analysis.center.new_ones(2 * k)
         sign[k:] = -1
@@ -311,15 +302,16 @@ class Symbolic(Element):
         found = backsubstitute(self, rows).squeeze(1)
         return found[:k], -found[k:]
 
-    def _dense_bounds(self, neuron: Tensor, keep: Tensor) -> tuple[Tensor, Tensor]:
-        """Dense rows lined up per image, ``(B, 2c, *F)``: each image's bounds and slopes broadcast over its
+    def _dense_bounds(self, images: Tensor, neuron: Tensor, keep: Tensor) -> tuple[Tensor, Tensor]:
+        """Dense rows lined up per image, ``(G, 2c, *F)``: each image's bounds and slopes broadcast over its
         rows without copies; the rows an image does not keep are zero."""
-        b, c = neuron.shape
+        g, c = neuron.shape
         mark = keep.to(self.analysis.center.dtype).unsqueeze(2)
-        A = mark.new_zeros((b, 2 * c, self.shape[1:].numel()))
+        A = mark.new_zeros((g, 2 * c, self.shape[1:].numel()))
         A[:, :c].scatter_(2, neuron.unsqueeze(2), mark)
         A[:, c:].scatter_(2, neuron.unsqueeze(2), -mark)
-        found = backsubstitute(self, Dense(A.reshape(b, 2 * c, *self.shape[1:])))
+        whole = g == self.batch and bool((images == torch.arange(g, device=images.device)).all())
+        found = backsubstitute(self, Dense(A.reshape(g, 2 * c, *self.shape[1:]), None if whole else images))
         return found[:, :c][keep], -found[:, c:][keep]
 
     def concretize(self, coeffs: Coeffs) -> Tensor:
@@ -395,6 +387,35 @@ class Symbolic(Element):
         crown = linear + (constant - slope * shift).sum(1) + target_term
         mixed = w * crown + (1 - w) * ibp if w != 1 else crown
         return shift.squeeze(1) + torch.log(mixed.clamp(min=torch.finfo(dtype).tiny))
+
+
+def unstable_chunks(unstable: Tensor, per_chunk: int) -> Iterator[tuple[Tensor, Tensor, Tensor]]:
+    """The unstable neurons of ``unstable`` (``(B, N)``) in chunks of at most `per_chunk` rows per image
+    slot: ``(images (G,), neuron (G, c), keep (G, c))``, image ``images[g]``'s neurons ``neuron[g][keep[g]]``.
+    Images go most unstable first, and a chunk takes only images with at least 3/4 of its first's count
+    (``c``): at most a quarter of its rows are padding, where lining every image up to the batch's most
+    unstable one made them most of the work. An image with more than `per_chunk` is split over chunks of
+    its own.
+    """
+    counts = unstable.sum(1)
+    order = torch.argsort(counts, descending=True, stable=True)
+    order = order[counts[order] > 0]
+    ranked = torch.sort((~unstable).to(torch.uint8), dim=1, stable=True).indices  # unstable ones first
+    sizes = counts[order].tolist()
+    i = 0
+    while i < len(sizes):
+        most = sizes[i]
+        if most >= per_chunk:
+            for start in range(0, most, per_chunk):
+                neuron = ranked[order[i], start : min(most, start + per_chunk)][None]
+                yield order[i : i + 1], neuron, torch.ones_like(neuron, dtype=torch.bool)
+            i += 1
+            continue
+        similar = sum(1 for size in sizes[i : i + per_chunk // most] if 4 * size >= 3 * most)
+        images = order[i : i + similar]
+        keep = torch.arange(most, device=unstable.device)[None, :] < counts[images][:, None]
+        yield images, ranked[images, :most], keep
+        i += len(images)
 
 
 def backsubstitute(

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from daic.runtime import AbstractContext, Conv2D, Linear, ReLU, Residual, Sequential
 from daic.runtime.domains import Symbolic
 from daic.runtime.domains.coeffs import Dense
-from daic.runtime.domains.symbolic import backsubstitute
+from daic.runtime.domains.symbolic import backsubstitute, unstable_chunks
 from daic.runtime.verification import AlphaCROWNDomain, BoxDomain, CROWNDomain, HBoxDomain, optimized_lower
 from tests.runtime.helpers import HYPOTHESIS, run_points, sample_points
 from tests.runtime.networks import branchy_networks, classifier_case, input_box, networks, randomize
@@ -199,6 +199,46 @@ def test_windows_and_dense_rows_give_the_same_intermediate_bounds(monkeypatch):
     assert len(with_windows) == 4
     for a, b in zip(with_windows, with_dense, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+
+
+@given(st.integers(0, 2**16), st.integers(1, 12))
+@settings(**HYPOTHESIS)
+def test_the_chunks_of_unstable_neurons_hold_each_once_within_the_budget(seed, per_chunk):
+    generator = torch.Generator().manual_seed(seed)
+    unstable = torch.rand((6, 10), generator=generator) < torch.rand((6, 1), generator=generator)
+    seen = []
+    for images, neuron, keep in unstable_chunks(unstable, per_chunk):
+        assert neuron.shape == keep.shape and neuron.shape[0] == len(images) and neuron.numel() <= per_chunk
+        assert keep[:, 0].all() and 4 * keep.sum() >= 3 * keep.numel()  # at most a quarter is padding
+        seen += list(
+            zip(images[:, None].expand_as(neuron)[keep].tolist(), neuron[keep].tolist(), strict=True)
+        )
+    assert sorted(seen) == sorted(map(tuple, unstable.nonzero().tolist()))
+
+
+def test_an_images_crown_bounds_do_not_depend_on_its_batch_mates_nor_on_the_budget():
+    """Images of unlike instability share chunks (or, on a small budget, split theirs): every image's
+    intermediate bounds are those it gets alone, with dense rows and windows alike."""
+    net = Sequential(
+        Conv2D(1, 4, 3, padding=1), ReLU(), Linear(4 * 5 * 5, 12), ReLU(), Linear(12, 3)
+    ).double()
+    randomize(net, 7)
+    lower, upper = input_box((1, 5, 5), batch=5, seed=7, device="cpu")
+    upper = lower + (upper - lower) * torch.linspace(0.2, 1.0, 5, dtype=torch.float64).view(5, 1, 1, 1)
+
+    def relu_inputs(lo, up, budget=None) -> list[torch.Tensor]:
+        value = Symbolic.input(
+            lo, up, ("box",), crown=True, **({} if budget is None else {"budget_bytes": budget})
+        )
+        out = net.abstract(value, AbstractContext())
+        return [torch.stack(n.parents[0].bounds()) for n in out.ancestors() if isinstance(n.layer, ReLU)]
+
+    alone = [relu_inputs(lower[i : i + 1], upper[i : i + 1]) for i in range(5)]
+    for budget in (None, 2 * 4 * 5 * 5 * 8 * 3):  # the second: three neurons a chunk
+        together = relu_inputs(lower, upper, budget)
+        for layer, bounds in enumerate(together):
+            expected = torch.cat([image[layer] for image in alone], dim=1)
+            torch.testing.assert_close(bounds, expected, rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("c_out", [1, 2, 5])
