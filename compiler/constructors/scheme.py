@@ -77,6 +77,8 @@ SCHEME_DECL = Constructor(
             "lambda of the warm-up regularisers of Shi et al. (NeurIPS 2021): while epsilon is below its "
             "final value, lambda * (1 - eps / final eps) * (L_tightness + L_relu) is added to the loss, "
             "from the interval bounds of every ReLU's input over the step's epsilon-box (tau = 0.5). "
+            "Those bounds are read off the goal's own pass when the goal has that box as a part (Box, "
+            "Mix(Point, Box, w)), else an extra interval pass computes them. "
             "Their setting: 0.5 (0.2 on TinyImageNet).",
             low=0,
         ),
