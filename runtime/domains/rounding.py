@@ -136,7 +136,7 @@ class Rounding:
 
 
 def _largest(value: Tensor | float) -> float:
-    return float(value.max()) if isinstance(value, Tensor) else float(value)
+    return float(value.detach().max()) if isinstance(value, Tensor) else float(value)
 
 
 EXACT = Rounding()

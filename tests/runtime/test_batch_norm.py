@@ -193,3 +193,30 @@ def test_a_scheme_with_precise_bn_trains_and_keeps_the_running_statistics_of_the
     assert torch.allclose(net[1].running_mean, expected, atol=1e-5)
     result = F.softmax(net.eval()(data.test_x), 1)
     assert result.shape == (8, 3)
+
+
+def test_branch_and_bound_certifies_a_batchnorm_network_soundly_and_quietly():
+    """Its trained affine parameters require gradients: the search's rounding bounds must not read them as
+    graph nodes (torch warned on every image) and every verified image holds at sampled points."""
+    import warnings
+
+    from daic.runtime.certify import certify
+    from daic.runtime.complete import BranchAndBound
+
+    net = bn_network().double().eval()
+    generator = torch.Generator().manual_seed(4)
+    for layer in net.modules():
+        if isinstance(layer, BatchNorm):
+            layer.running_mean.uniform_(-0.5, 0.5, generator=generator)
+            layer.running_var.uniform_(0.5, 2.0, generator=generator)
+    x = torch.rand((6, 1, 4, 4), generator=generator, dtype=torch.float64)
+    y = net(x).argmax(1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        outcomes = certify(net, [BranchAndBound(timeout=20)], x, y, 0.05, (0.0, 1.0))
+    assert {o.status for o in outcomes} <= {"verified", "falsified"}
+    verified = [o.index for o in outcomes if o.status == "verified"]
+    assert verified
+    for i in verified:
+        points = x[i] + (torch.rand((200, 1, 4, 4), generator=generator, dtype=torch.float64) * 2 - 1) * 0.05
+        assert bool((net(points.clamp(0, 1)).argmax(1) == y[i]).all())
