@@ -21,6 +21,7 @@ of its linear program, misclassified.
 
 from __future__ import annotations
 
+import copy
 import heapq
 import inspect
 import time
@@ -86,6 +87,24 @@ class Bounded:
         return [None if w is None else w.for_rows(keep) for w in self.warm]
 
 
+class Attacker:
+    """The search's attack on a float32 copy of the certifying network (made at the first attack): a point
+    only has to be found, and it is falsifying only if the float64 network misclassifies it (`falsify`);
+    float64 convolutions run several times slower on the CPU (54 s of a 20 s search on an MNIST CNN7)."""
+
+    def __init__(self, model: nn.Module) -> None:
+        self.model, self._fast = model, None
+
+    def pgd(self, lower: Tensor, upper: Tensor, y: Tensor, steps: int, generator: torch.Generator) -> Tensor:
+        """PGD's points in [lower, upper], in the boxes' precision (clipped to them after float32 steps)."""
+        if lower.dtype != torch.float64:
+            return pgd(self.model, lower, upper, y, steps, None, 1, generator)
+        if self._fast is None:
+            self._fast = copy.deepcopy(self.model).float()
+        points = pgd(self._fast, lower.float(), upper.float(), y, steps, None, 1, generator)
+        return torch.maximum(torch.minimum(points.to(lower.dtype), upper), lower)
+
+
 class BranchAndBound(Step):
     """Branch and bound per image until it is verified, falsified, or `timeout` seconds pass (unknown)."""
 
@@ -117,15 +136,16 @@ class BranchAndBound(Step):
         return f"BranchAndBound({', '.join(given)})" if given else "BranchAndBound"
 
     def decide(self, model: nn.Module, batch: Batch, pending: Tensor) -> None:
+        attacker = Attacker(model)
         for i in pending.tolist():
             started = time.perf_counter()
             with torch.no_grad(), exact_float():
-                self._search(model, batch, i, started + self.timeout)
+                self._search(model, batch, i, started + self.timeout, attacker)
             batch.outcomes[i].seconds += time.perf_counter() - started
 
     # ----------------------------------------------------------------------------------------------
 
-    def _search(self, model: nn.Module, batch: Batch, i: int, deadline: float) -> None:
+    def _search(self, model: nn.Module, batch: Batch, i: int, deadline: float, attacker: Attacker) -> None:
         y = batch.y[i : i + 1]
         lower, upper = batch.lower[i : i + 1], batch.upper[i : i + 1]
         outcome = batch.outcomes[i]
@@ -135,16 +155,18 @@ class BranchAndBound(Step):
         root = self._bound(model, lower, upper, y, [{}], batch.relu, deadline, companions=("box", "hbox"))
         if self._decided(model, batch, i, root):
             return
-        if self._attacked(model, batch, i):
+        if self._attacked(model, batch, i, attacker):
             return
-        if self.root_steps:
+        if self.root_steps and time.perf_counter() < deadline:
             # Tighter intermediate bounds hold on every subdomain and leave fewer neurons to split.
             prior = refined_intermediates(model, lower, upper, root.relu_inputs, batch.relu, self.root_steps,
                                           ROOT_RATE, deadline)  # fmt: skip
-            root = self._bound(model, lower, upper, y, [{}], batch.relu, deadline, companions=("box", "hbox"),
-                               prior=prior, steps=max(self.steps, self.root_steps))  # fmt: skip
-            if self._decided(model, batch, i, root):
-                return
+            if time.perf_counter() < deadline:  # else the root's bounds are what the search leaves
+                root = self._bound(model, lower, upper, y, [{}], batch.relu, deadline,
+                                   companions=("box", "hbox"), prior=prior,
+                                   steps=max(self.steps, self.root_steps))  # fmt: skip
+                if self._decided(model, batch, i, root):
+                    return
         # A margin the root proves positive is positive on every subdomain: only the others are bounded
         # below it (on an image left open, usually one or two of the nine).
         open_rows = ~(root.lower[0] > 0)  # a NaN bound stays open
@@ -214,7 +236,7 @@ class BranchAndBound(Step):
             return True
         return False
 
-    def _attacked(self, model: nn.Module, batch: Batch, i: int) -> bool:
+    def _attacked(self, model: nn.Module, batch: Batch, i: int, attacker: Attacker) -> bool:
         """PGD from many random starts at once, before a search: on images the cascade's attack left open
         it pays (at eps 0.3 on an MNIST ConvSmall, 8 of 12 images that searches of 60 s left unknown fell
         to 32 starts of 100 steps, in 0.23 s each). Seeded by the image's index: reproducible."""
@@ -223,7 +245,7 @@ class BranchAndBound(Step):
         upper = batch.inner_upper[i : i + 1].expand(starts, *batch.inner_upper.shape[1:])
         y = batch.y[i : i + 1].expand(starts)
         generator = torch.Generator().manual_seed(batch.outcomes[i].index)
-        points = pgd(model, lower, upper, y, ATTACK_STEPS, None, 1, generator)
+        points = attacker.pgd(lower, upper, y, ATTACK_STEPS, generator)
         margins = least_margins(model, points, y)
         worst = int(margins.argmin())
         falsify(batch, torch.tensor([i]), points[worst : worst + 1], margins[worst : worst + 1], self.label)
@@ -250,7 +272,9 @@ class BranchAndBound(Step):
         Adam steps of alpha- and beta-CROWN (default: the search's) from `warm` where given."""
         n = len(signs)
         splits = _stacked(signs, n)
-        value = Symbolic.input(lower, upper, companions, crown=True, splits=splits, prior=prior)
+        value = Symbolic.input(
+            lower, upper, companions, crown=True, splits=splits, prior=prior, deadline=deadline
+        )
         output = model.abstract(value, AbstractContext(training=False, relu=relu))
         rows = _margin_rows(y, output.shape[1], lower.dtype, open_rows)
         relus = [node for node in output.ancestors() if isinstance(node.layer, ReLU)]

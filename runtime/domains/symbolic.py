@@ -21,6 +21,8 @@ back-substituted, in chunks that keep the coefficients within a memory budget.
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import reduce
@@ -92,6 +94,7 @@ class Analysis:
         fused: bool = False,
         splits: dict[int, Tensor] | None = None,
         prior: dict[int, tuple[Tensor, Tensor]] | None = None,
+        deadline: float = math.inf,
     ) -> None:
         self.center = (upper + lower) / 2
         if rounds_outward():
@@ -107,6 +110,7 @@ class Analysis:
         self.crown_weight = crown_weight
         self.budget_bytes = budget_bytes
         self.widest = lower[0].numel()  # neurons of the widest node so far (sizes the chunks)
+        self.deadline = deadline  # `time.perf_counter()` past which CROWN refines no more neurons
         self.nodes = 0
 
     def new_id(self) -> int:
@@ -149,6 +153,7 @@ class Symbolic(Element):
         fused: bool = False,
         splits: dict[int, Tensor] | None = None,
         prior: dict[int, tuple[Tensor, Tensor]] | None = None,
+        deadline: float = math.inf,
     ) -> Symbolic:
         """The input box ``[lower, upper]``. ``companions`` run beside it (Box always); ``crown``: the
         ReLUs' inputs are bounded by back-substitution too (full CROWN), and with ``tighten`` those bounds
@@ -159,14 +164,18 @@ class Symbolic(Element):
         0 free): their bounds are clamped to it, and an image whose bounds then cross is infeasible
         (``analysis.infeasible``). ``prior`` maps node ids to bounds known to hold on the whole input box
         (an earlier analysis of a box that contains this one, as branch and bound's root): the node's
-        bounds are intersected with them before they are used."""
+        bounds are intersected with them before they are used. Past ``deadline`` (a `time.perf_counter()`
+        value) CROWN refines no more neurons: the rest keep their companions' bounds, sound but looser, so
+        that a search's time limit holds on a network whose full CROWN bounds take minutes."""
         unknown = set(companions) - set(COMPANIONS)
         if unknown:
             raise ValueError(f"Symbolic: unknown companion domains {sorted(unknown)}; known: {COMPANIONS}")
         values: list[Element] = [Box.from_bounds(lower, upper)]
         if "hbox" in companions:
             values.append(HybridZonotope.exact_from_bounds(lower, upper))
-        analysis = Analysis(lower, upper, crown, budget_bytes, crown_weight, tighten, fused, splits, prior)
+        analysis = Analysis(
+            lower, upper, crown, budget_bytes, crown_weight, tighten, fused, splits, prior, deadline
+        )
         return cls(analysis, "input", (), tuple(values))
 
     # ----------------------------------------------------------------------------------------------
@@ -245,6 +254,8 @@ class Symbolic(Element):
         per_neuron = 2 * self.analysis.widest * lower.element_size()  # its two rows, on the widest node
         per_chunk = max(1, self.analysis.budget_bytes // per_neuron)
         for images, neuron, keep in unstable_chunks(unstable, per_chunk):
+            if time.perf_counter() > self.analysis.deadline:
+                break
             found_low, found_up = self._crown_bounds(images, neuron, keep)
             at, which = images[:, None].expand_as(neuron)[keep], neuron[keep]
             if self.analysis.tighten:

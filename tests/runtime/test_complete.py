@@ -12,7 +12,7 @@ from scipy.optimize import linprog
 
 from daic.runtime import Linear, ReLU, Sequential
 from daic.runtime.certify import Attack, Batch, Bounds, Outcome, certify, falsify
-from daic.runtime.complete import BranchAndBound, refined_intermediates
+from daic.runtime.complete import Attacker, BranchAndBound, refined_intermediates
 from daic.runtime.context import AbstractContext
 from daic.runtime.domains import Symbolic
 from daic.runtime.domains.rounding import outward_rounding
@@ -168,6 +168,16 @@ def test_an_attack_before_the_search_falsifies_what_the_root_bound_leaves_open()
     for o, truth in zip(outcomes, truths, strict=True):
         if o.status == "falsified":
             assert o.by == "BranchAndBound(timeout=1e-09)" and truth - 1e-9 <= o.margin <= 0
+
+
+def test_the_searchs_attack_runs_in_float32_and_hands_back_points_inside_the_float64_box():
+    net = blob_network(2)
+    lower = torch.rand(32, 2, generator=torch.Generator().manual_seed(1), dtype=torch.float64) * 0.8
+    upper = lower + 0.1 / 3  # edges no float32 holds exactly
+    attacker = Attacker(net)
+    points = attacker.pgd(lower, upper, torch.zeros(32, dtype=torch.long), 20, torch.Generator())
+    assert points.dtype == torch.float64 and next(attacker._fast.parameters()).dtype == torch.float32
+    assert bool(((points >= lower) & (points <= upper)).all())
 
 
 def test_the_time_limit_holds_inside_a_long_optimisation():

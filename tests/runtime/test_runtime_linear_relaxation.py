@@ -241,6 +241,24 @@ def test_an_images_crown_bounds_do_not_depend_on_its_batch_mates_nor_on_the_budg
             torch.testing.assert_close(bounds, expected, rtol=1e-12, atol=1e-12)
 
 
+def test_past_its_deadline_crown_refines_no_more_neurons_and_keeps_the_interval_bounds():
+    """Branch and bound's time limit reaches into its root analysis: past the deadline the intermediate
+    bounds are the intervals' (sound, looser), where full CROWN would take minutes on a big network."""
+    net = Sequential(Linear(4, 12), ReLU(), Linear(12, 12), ReLU(), Linear(12, 3)).double()
+    randomize(net, 5)
+    lower, upper = input_box((4,), batch=3, seed=5, device="cpu")
+
+    def relu_inputs(**settings) -> list[torch.Tensor]:
+        out = net.abstract(Symbolic.input(lower, upper, ("box",), **settings), AbstractContext())
+        return [torch.stack(n.parents[0].bounds()) for n in out.ancestors() if isinstance(n.layer, ReLU)]
+
+    crown, late, intervals = relu_inputs(crown=True), relu_inputs(crown=True, deadline=0.0), relu_inputs()
+    for a, b in zip(late, intervals, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+    width = lambda bounds: sum(float((b[1] - b[0]).detach().sum()) for b in bounds)  # noqa: E731
+    assert width(crown) < width(late) - 0.1  # CROWN was tighter
+
+
 @pytest.mark.parametrize("c_out", [1, 2, 5])
 @pytest.mark.parametrize(("stride", "padding", "extra"), [((1, 1), (0, 0), (0, 0)), ((2, 2), (1, 1), (1, 1))])
 def test_the_fast_transposed_convolutions_give_torchs_numbers(c_out, stride, padding, extra):
