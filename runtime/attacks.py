@@ -6,6 +6,7 @@ network's parameter gradients are untouched. Randomness comes from an explicit g
 
 from __future__ import annotations
 
+import copy
 import math
 
 import torch
@@ -127,3 +128,30 @@ def pgd_ce(
         best = torch.where(better.view(-1, *[1] * (x.dim() - 1)), x, best)
         best_loss = torch.maximum(best_loss, losses)
     return best.detach()
+
+
+class Attacker:
+    """PGD for certification, on a float32 copy of the certifying float64 network (made at its first
+    attack): a point only has to be found, and it counts as a counterexample only if the float64 network
+    misclassifies it (`certify.falsify`). Float64 convolutions run several times slower on the CPU (branch
+    and bound's attack took 54 s of a 20 s search on an MNIST CNN7)."""
+
+    def __init__(self, model: nn.Module) -> None:
+        self.model, self._fast = model, None
+
+    def pgd(
+        self,
+        lower: Tensor,
+        upper: Tensor,
+        y: Tensor,
+        steps: int,
+        generator: torch.Generator,
+        restarts: int = 1,
+    ) -> Tensor:
+        """`pgd`'s points in [lower, upper], in the boxes' precision (clipped to them after float32 steps)."""
+        if lower.dtype != torch.float64:
+            return pgd(self.model, lower, upper, y, steps, None, restarts, generator)
+        if self._fast is None:
+            self._fast = copy.deepcopy(self.model).float()
+        points = pgd(self._fast, lower.float(), upper.float(), y, steps, None, restarts, generator)
+        return torch.maximum(torch.minimum(points.to(lower.dtype), upper), lower)

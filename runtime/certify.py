@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor, nn
 
-from .attacks import pgd
+from .attacks import Attacker
 from .domains.element import margin_others
 from .domains.rounding import down as round_down
 from .domains.rounding import outward_rounding
@@ -119,8 +119,9 @@ def least_margins(model: nn.Module, x: Tensor, y: Tensor) -> Tensor:
 
 
 class Attack(Step):
-    """Projected gradient descent with random restarts; an image is falsified when the network misclassifies
-    the point found (run again on it, in the certifying network's precision)."""
+    """Projected gradient descent with random restarts (on a float32 copy of a float64 network: `Attacker`);
+    an image is falsified when the network misclassifies the point found (run again on it, in the
+    certifying network's precision)."""
 
     label = "PGD"
 
@@ -129,8 +130,8 @@ class Attack(Step):
 
     def decide(self, model, batch, pending):
         generator = torch.Generator().manual_seed(self.seed)
-        x = pgd(model, batch.inner_lower[pending], batch.inner_upper[pending], batch.y[pending], self.steps,
-                None, self.restarts, generator)  # fmt: skip
+        x = Attacker(model).pgd(batch.inner_lower[pending], batch.inner_upper[pending], batch.y[pending],
+                                self.steps, generator, self.restarts)  # fmt: skip
         falsify(batch, pending, x, least_margins(model, x, batch.y[pending]), self.label)
 
 

@@ -21,7 +21,6 @@ of its linear program, misclassified.
 
 from __future__ import annotations
 
-import copy
 import heapq
 import inspect
 import time
@@ -30,7 +29,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor, nn
 
-from .attacks import pgd
+from .attacks import Attacker
 from .certify import Batch, Step, falsify, least_margins
 from .context import AbstractContext
 from .domains.coeffs import Dense
@@ -85,24 +84,6 @@ class Bounded:
     def warm_for_rows(self, keep: Tensor) -> list[Warm | None]:
         """The warm starts with only the rows `keep` (a mask over the rows)."""
         return [None if w is None else w.for_rows(keep) for w in self.warm]
-
-
-class Attacker:
-    """The search's attack on a float32 copy of the certifying network (made at the first attack): a point
-    only has to be found, and it is falsifying only if the float64 network misclassifies it (`falsify`);
-    float64 convolutions run several times slower on the CPU (54 s of a 20 s search on an MNIST CNN7)."""
-
-    def __init__(self, model: nn.Module) -> None:
-        self.model, self._fast = model, None
-
-    def pgd(self, lower: Tensor, upper: Tensor, y: Tensor, steps: int, generator: torch.Generator) -> Tensor:
-        """PGD's points in [lower, upper], in the boxes' precision (clipped to them after float32 steps)."""
-        if lower.dtype != torch.float64:
-            return pgd(self.model, lower, upper, y, steps, None, 1, generator)
-        if self._fast is None:
-            self._fast = copy.deepcopy(self.model).float()
-        points = pgd(self._fast, lower.float(), upper.float(), y, steps, None, 1, generator)
-        return torch.maximum(torch.minimum(points.to(lower.dtype), upper), lower)
 
 
 class BranchAndBound(Step):

@@ -11,8 +11,9 @@ import torch
 from scipy.optimize import linprog
 
 from daic.runtime import Linear, ReLU, Sequential
+from daic.runtime.attacks import Attacker
 from daic.runtime.certify import Attack, Batch, Bounds, Outcome, certify, falsify
-from daic.runtime.complete import Attacker, BranchAndBound, refined_intermediates
+from daic.runtime.complete import BranchAndBound, refined_intermediates
 from daic.runtime.context import AbstractContext
 from daic.runtime.domains import Symbolic
 from daic.runtime.domains.rounding import outward_rounding
