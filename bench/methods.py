@@ -93,8 +93,8 @@ def goal_step(
     if frozen:
         freeze_searches(goal)
     data = TensorData(x[:1], y[:1], x[:1], y[:1], 10)
-    ramp = {"epsilon": Lin(0, 2 * eps, 2, 0), "epochs": 2, "warmup_reg": 0.5} if warmup else {"epsilon": eps}
-    scheme = Scheme(data=data, goal=goal, batch=len(x), **{"epochs": 1, **ramp})
+    ramp = {"epsilon": Lin(0, 2 * eps, 2, 0), "epochs": 2, "warmup_reg": 0.5}
+    scheme = Scheme(data=data, goal=goal, batch=len(x), **(ramp if warmup else {"epsilon": eps, "epochs": 1}))
     module = LossModule(model, scheme, (0.0, 1.0))
     generator = torch.Generator().manual_seed(0)
 

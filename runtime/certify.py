@@ -66,7 +66,9 @@ class Batch:
 
     ``lower``/``upper`` contain each image's clipped eps-ball (bounds hold over them);
     ``inner_lower``/``inner_upper`` lie inside it (counterexamples must): the same box but where rounding
-    makes them differ (see `balls`)."""
+    makes them differ (see `balls`). ``attacker`` is the steps' attack on the network (`certify_batch`
+    makes one if none was given; `certify` gives one for all its batches, so its float32 copy is made
+    once)."""
 
     x: Tensor
     y: Tensor
@@ -76,6 +78,7 @@ class Batch:
     relu: str = "hybrid"
     inner_lower: Tensor | None = None
     inner_upper: Tensor | None = None
+    attacker: Attacker | None = None
     best: Tensor = field(init=False)  # the best lower bound of each image's least margin so far
 
     def __post_init__(self) -> None:
@@ -130,8 +133,8 @@ class Attack(Step):
 
     def decide(self, model, batch, pending):
         generator = torch.Generator().manual_seed(self.seed)
-        x = Attacker(model).pgd(batch.inner_lower[pending], batch.inner_upper[pending], batch.y[pending],
-                                self.steps, generator, self.restarts)  # fmt: skip
+        x = batch.attacker.pgd(batch.inner_lower[pending], batch.inner_upper[pending], batch.y[pending],
+                               self.steps, generator, self.restarts)  # fmt: skip
         falsify(batch, pending, x, least_margins(model, x, batch.y[pending]), self.label)
 
 
@@ -189,6 +192,8 @@ def certify_batch(
 
 
 def _certify_batch(model: nn.Module, steps: Sequence[Step], batch: Batch) -> list[Outcome]:
+    if batch.attacker is None:
+        batch.attacker = Attacker(model)
     outcomes = batch.outcomes
     started = time.perf_counter()
     margins = least_margins(model, batch.x, batch.y)
@@ -243,6 +248,7 @@ def certify(
         batch = min(batch, COMPLETE_BATCH)
     names = list(range(len(y))) if indices is None else list(indices)
     parameter = next(model.parameters())
+    attacker = Attacker(model)
     done: list[Outcome] = []
     was_training = model.training
     model.eval()
@@ -252,7 +258,7 @@ def certify(
             yb = y[start : start + batch].to(parameter.device)
             lower, upper, inner_lower, inner_upper = balls(xb, epsilon, value_range)
             outcomes = [Outcome(names[start + i], int(label)) for i, label in enumerate(yb.tolist())]
-            work = Batch(xb, yb, lower, upper, outcomes, relu, inner_lower, inner_upper)
+            work = Batch(xb, yb, lower, upper, outcomes, relu, inner_lower, inner_upper, attacker)
             for outcome in certify_batch(model, steps, work, outward):
                 done.append(outcome)
                 if on_outcome is not None:

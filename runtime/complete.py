@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor, nn
 
-from .attacks import Attacker
 from .certify import Batch, Step, falsify, least_margins
 from .context import AbstractContext
 from .domains.coeffs import Dense
@@ -117,16 +116,15 @@ class BranchAndBound(Step):
         return f"BranchAndBound({', '.join(given)})" if given else "BranchAndBound"
 
     def decide(self, model: nn.Module, batch: Batch, pending: Tensor) -> None:
-        attacker = Attacker(model)
         for i in pending.tolist():
             started = time.perf_counter()
             with torch.no_grad(), exact_float():
-                self._search(model, batch, i, started + self.timeout, attacker)
+                self._search(model, batch, i, started + self.timeout)
             batch.outcomes[i].seconds += time.perf_counter() - started
 
     # ----------------------------------------------------------------------------------------------
 
-    def _search(self, model: nn.Module, batch: Batch, i: int, deadline: float, attacker: Attacker) -> None:
+    def _search(self, model: nn.Module, batch: Batch, i: int, deadline: float) -> None:
         y = batch.y[i : i + 1]
         lower, upper = batch.lower[i : i + 1], batch.upper[i : i + 1]
         outcome = batch.outcomes[i]
@@ -136,7 +134,7 @@ class BranchAndBound(Step):
         root = self._bound(model, lower, upper, y, [{}], batch.relu, deadline, companions=("box", "hbox"))
         if self._decided(model, batch, i, root):
             return
-        if self._attacked(model, batch, i, attacker):
+        if self._attacked(model, batch, i):
             return
         if self.root_steps and time.perf_counter() < deadline:
             # Tighter intermediate bounds hold on every subdomain and leave fewer neurons to split.
@@ -217,7 +215,7 @@ class BranchAndBound(Step):
             return True
         return False
 
-    def _attacked(self, model: nn.Module, batch: Batch, i: int, attacker: Attacker) -> bool:
+    def _attacked(self, model: nn.Module, batch: Batch, i: int) -> bool:
         """PGD from many random starts at once, before a search: on images the cascade's attack left open
         it pays (at eps 0.3 on an MNIST ConvSmall, 8 of 12 images that searches of 60 s left unknown fell
         to 32 starts of 100 steps, in 0.23 s each). Seeded by the image's index: reproducible."""
@@ -226,7 +224,7 @@ class BranchAndBound(Step):
         upper = batch.inner_upper[i : i + 1].expand(starts, *batch.inner_upper.shape[1:])
         y = batch.y[i : i + 1].expand(starts)
         generator = torch.Generator().manual_seed(batch.outcomes[i].index)
-        points = attacker.pgd(lower, upper, y, ATTACK_STEPS, generator)
+        points = batch.attacker.pgd(lower, upper, y, ATTACK_STEPS, generator)
         margins = least_margins(model, points, y)
         worst = int(margins.argmin())
         falsify(batch, torch.tensor([i]), points[worst : worst + 1], margins[worst : worst + 1], self.label)

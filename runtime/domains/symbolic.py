@@ -314,15 +314,14 @@ class Symbolic(Element):
         return found[:k], -found[k:]
 
     def _dense_bounds(self, images: Tensor, neuron: Tensor, keep: Tensor) -> tuple[Tensor, Tensor]:
-        """Dense rows lined up per image, ``(G, 2c, *F)``: each image's bounds and slopes broadcast over its
-        rows without copies; the rows an image does not keep are zero."""
+        """Dense rows lined up per image of the chunk, ``(G, 2c, *F)``: each image's bounds and slopes
+        broadcast over its rows; the rows an image does not keep are zero."""
         g, c = neuron.shape
         mark = keep.to(self.analysis.center.dtype).unsqueeze(2)
         A = mark.new_zeros((g, 2 * c, self.shape[1:].numel()))
         A[:, :c].scatter_(2, neuron.unsqueeze(2), mark)
         A[:, c:].scatter_(2, neuron.unsqueeze(2), -mark)
-        whole = g == self.batch and bool((images == torch.arange(g, device=images.device)).all())
-        found = backsubstitute(self, Dense(A.reshape(g, 2 * c, *self.shape[1:]), None if whole else images))
+        found = backsubstitute(self, Dense(A.reshape(g, 2 * c, *self.shape[1:]), images))
         return found[:, :c][keep], -found[:, c:][keep]
 
     def concretize(self, coeffs: Coeffs) -> Tensor:
