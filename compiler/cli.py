@@ -413,6 +413,88 @@ def _exit_status(failed: ChildFailedError) -> int:
 
 
 @main.command()
+@click.argument("study_file", metavar="STUDY.dai", type=click.Path(dir_okay=False))
+@click.option("--study", "study_name", help="Which study of the file, when it declares several.")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False),
+    help="The study's folder (default: runs/STUDY): trials, results.",
+)
+@click.option(
+    "--storage",
+    metavar="URL",
+    help="An Optuna storage URL (default: sqlite:///OUT/study.db). Workers on several machines share one "
+    "study through one database: postgresql://user:password@host/name.",
+)
+@click.option("--data", "data_root", type=click.Path(file_okay=False), help="Folder of the data set's files.")
+@click.option(
+    "--device", default="auto", show_default=True, help="cpu, cuda, cuda:N, or auto (CUDA when present)."
+)
+@click.option("--dashboard", is_flag=True, help="Also start optuna-dashboard on the storage (if installed).")
+@THREADS
+def tune(
+    study_file: str,
+    study_name: str | None,
+    out: str | None,
+    storage: str | None,
+    data_root: str | None,
+    device: str,
+    dashboard: bool,
+    threads: int | None,
+) -> None:
+    """Run a study: trials of a scheme whose search spaces take the values a sampler chooses, until the study
+    has its results; then the best trial (or Pareto front), tested on the test set, and best.dai. Run the
+    same command again to continue a study that was stopped, or on other machines with one --storage."""
+    from .display import RunDisplay
+    from .run import RunError
+    from .tune import TrialSettings, plan_study, report_study, report_text, work
+
+    _use_threads(threads)
+    device = _device(device)
+    try:
+        plan = plan_study(study_file, study_name, out, storage)
+        if dashboard:
+            _start_dashboard(plan.storage)
+        settings = TrialSettings(data_root, device, lambda number: RunDisplay())
+        study = work(plan, settings, lambda trial: click.echo(_trial_line(trial), err=True))
+        report = report_study(plan, study, data_root, device)
+    except RunError as exc:
+        if exc.exit_code == 130:
+            exc = RunError(
+                "interrupted: the trial in progress is marked cut short and not counted; run the same "
+                "command to continue the study",
+                exit_code=130,
+            )
+        _report(exc)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        click.echo("daic: interrupted; run the same command to continue the study", err=True)
+        sys.exit(130)
+    click.echo(report_text(plan, report))
+    click.echo(f"study folder: {plan.folder} ({', '.join(report.files)})", err=True)
+
+
+def _trial_line(trial) -> str:
+    params = ", ".join(
+        f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in trial.params.items()
+    )
+    values = ", ".join(f"{v:.2f}" for v in trial.values or ())
+    state = {"COMPLETE": "complete", "PRUNED": "pruned"}.get(trial.state.name, trial.state.name.lower())
+    return f"trial {trial.number} {state}: {params}" + (f" -> {values}" if values else "")
+
+
+def _start_dashboard(storage: str) -> None:
+    import shutil
+    import subprocess
+
+    program = shutil.which("optuna-dashboard")
+    if program is None:
+        _fail_usage("--dashboard: optuna-dashboard is not installed (pip install optuna-dashboard)")
+    subprocess.Popen([program, storage], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    click.echo("optuna-dashboard: http://127.0.0.1:8080", err=True)
+
+
+@main.command()
 @click.argument("net", metavar="NET.net", type=click.Path(dir_okay=False))
 @click.option("--weights", required=True, type=click.Path(dir_okay=False), help="A checkpoint of `daic run`.")
 @click.option(

@@ -20,6 +20,14 @@ SHAPE = Code("E130", "a layer that cannot take the shape it receives")
 ANNOTATION = Code("E131", "an input_shape annotation that disagrees with the inferred shape")
 BRANCH_SHAPES = Code("E132", "branches whose outputs cannot be summed or concatenated")
 CLASS_COUNT = Code("E133", "a network whose output width is not the data set's number of classes")
+SPACE_NOT_ALLOWED = Code(
+    "E140", "a search space where a single value must be (a .net layer, a scheme's data or tests, a study)"
+)
+STUDY = Code(
+    "E141",
+    "a study that cannot run as written (an objective that is not one of its scheme's tests, pruning several "
+    "objectives, a grid over a continuous space, a scheme with nothing to tune)",
+)
 TAPS_ONLY_TRAIN = Code("E210", "a TAPS layer with only_train=False: its bounds are estimates, not bounds")
 TAPS_PLACEMENT = Code("E211", "a second TAPS layer, or a TAPS layer inside a branch")
 ABSTRACT_SIZE = Code("W201", "an abstract layer asking for more dimensions than the layer has")

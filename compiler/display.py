@@ -36,7 +36,8 @@ class RunDisplay:
             f"{plan.network.neurons:,} neurons, {plan.network.params:,} parameters ({escape(plan.net_path)})"
         )
         say(
-            f"data: {len(data.train_y):,} training, {len(data.test_y):,} test images; "
+            f"data: {len(data.train_y):,} training, {len(data.test_y):,} "
+            f"{'validation' if scheme.validation else 'test'} images; "
             f"goal {plan.source_of('goal')}"
         )
         self.tests_text = plan.source_of("test")

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from .registry import Category, Constructor, Param, Registry
+from .registry import BLOCK_CATEGORIES, Category, Constructor, Param, Registry
+
+# How each kind of block is opened, for the first line of its documentation.
+BLOCK_HEADS = {Category.SCHEME: "scheme Name [extends Base]", Category.STUDY: "study Name tunes Scheme"}
 
 
 def describe(decl: Constructor) -> str:
     """A signature line, the documentation, and one line per parameter."""
     lines = [
         decl.signature()
-        if decl.category is not Category.SCHEME
-        else "scheme Name [extends Base] { field = ... }",
+        if decl.category not in BLOCK_CATEGORIES
+        else BLOCK_HEADS[decl.category] + " { field = ... }",
         "",
         decl.doc,
     ]
@@ -33,9 +36,10 @@ def _facts(p: Param) -> str:
     return "; ".join(extra)
 
 
-def describe_field(field: Param) -> str:
-    """A scheme field, as `daic doc` lists it under "Scheme fields": its type, default and documentation."""
-    return f"scheme field {field.name}: {field.type} ({_facts(field)})\n\n{field.doc}"
+def describe_field(block: Constructor, field: Param) -> str:
+    """A block's field, as `daic doc` lists it under "Scheme fields" or "Study fields": its type, default
+    and documentation."""
+    return f"{block.name} field {field.name}: {field.type} ({_facts(field)})\n\n{field.doc}"
 
 
 def overview(registry: Registry) -> str:
@@ -45,25 +49,25 @@ def overview(registry: Registry) -> str:
         if decls:
             names = (
                 ", ".join(d.name for d in decls)
-                if category is not Category.SCHEME
+                if category not in BLOCK_CATEGORIES
                 else ", ".join(p.name for p in decls[0].params)
             )
             sections.append(f"{category.title}:\n  {names}")
     return "\n".join(sections) + "\n\n`daic doc NAME` describes one."
 
 
-def _fields(registry: Registry) -> list[Param]:
-    return [p for decl in registry.of_category(Category.SCHEME) for p in decl.params]
+def _fields(registry: Registry) -> list[tuple[Constructor, Param]]:
+    return [(decl, p) for decl in registry.of_category(*BLOCK_CATEGORIES) for p in decl.params]
 
 
 def document(registry: Registry, name: str) -> str | None:
     """`daic doc NAME`: each constructor of that name, and the scheme field of that name (the overview
     lists both); None when there is neither."""
     texts = [describe(d) for d in registry.lookup(name)]
-    texts += [describe_field(p) for p in _fields(registry) if p.name == name]
+    texts += [describe_field(block, p) for block, p in _fields(registry) if p.name == name]
     return "\n\n".join(texts) if texts else None
 
 
 def documented_names(registry: Registry) -> list[str]:
     """Every name `document` knows."""
-    return registry.names() + [p.name for p in _fields(registry)]
+    return registry.names() + [p.name for _, p in _fields(registry)]

@@ -22,6 +22,7 @@ from daic.dsl.source import Span
 
 from . import codes as C
 from .registry import REQUIRED, Constructor, Param, Registry
+from .spaces import Space
 from .types import ANY, BOOL, FLOAT, INT, SCHEDULE, STR, ListOf, OneOf, Type, article, is_subtype
 
 INT_LIMIT = 2**31 - 1
@@ -106,13 +107,18 @@ def describe(value: object) -> str:
         return number_text(value)
     if isinstance(value, bool):
         return "True" if value else "False"
-    if isinstance(value, Built):
+    if isinstance(value, Built | Space):
         return value.decl.name
     if isinstance(value, tuple):
         return "[" + ", ".join(describe(v) for v in value) + "]"
     if isinstance(value, str):
         return f'"{as_written(value)}"'
     return repr(value)
+
+
+# Why a search space cannot stand where this elaborator checks (None: it may). Spaces stand in the schemes
+# and lets of .dai files; the .net checker and the command line give reasons of their own.
+NO_SPACES = "a search space stands in a scheme or a let of a .dai file, for `daic tune`"
 
 
 class Elaborator:
@@ -122,11 +128,13 @@ class Elaborator:
         sink: list[Diagnostic],
         scope: Scope = no_names,
         visible_names: Callable[[], list[str]] = list,
+        spaces: str | None = NO_SPACES,
     ) -> None:
         self.registry = registry
         self.sink = sink
         self.scope = scope
         self.visible_names = visible_names
+        self.spaces = spaces
 
     def report(self, code, message: str, span: Span, hint: str | None = None) -> None:
         self.sink.append(error(code, message, span, hint))
@@ -199,6 +207,14 @@ class Elaborator:
         kind, value = self.check(expr)
         if kind in (INT, FLOAT) and isinstance(value, int | float) and not isinstance(value, bool):
             return value  # a let that names a number: `let b = a * 2`
+        if isinstance(value, Space):
+            self.report(
+                C.SPACE_NOT_ALLOWED,
+                f"arithmetic takes single numbers, and `{value.decl.name}` is a search space",
+                expr.span,
+                hint="write the arithmetic into the space's ends: `Range(2 * a, 2 * b)`",
+            )
+            return None
         if kind != ANY:
             self.report(C.TYPE_MISMATCH, f"arithmetic takes numbers, not {article(kind)}", expr.span)
         return None
@@ -281,6 +297,9 @@ class Elaborator:
             )
             return ANY, UNKNOWN
         found, fitting = self._constructors(expr.func.dotted, expected)
+        space = next((d for d in found if d.space is not None), None)
+        if space is not None:
+            return self._space(space, expr, expected)
         if not found:
             hint = did_you_mean(expr.func.dotted, self.registry.names())
             self.report(C.UNKNOWN_NAME, f"unknown constructor `{expr.func.dotted}`", expr.func.span, hint)
@@ -300,6 +319,96 @@ class Elaborator:
         for arg in (*call.args, *(k.value for k in call.kwargs)):
             self.check(arg)
         return ANY, UNKNOWN
+
+    # --- search spaces --------------------------------------------------------------------------------
+
+    def _space(self, decl: Constructor, expr: A.Call, expected: Type) -> tuple[Type, object]:
+        """A search space: typed by what it ranges over, which must fit where it stands."""
+        if self.spaces is not None:
+            self.report(
+                C.SPACE_NOT_ALLOWED,
+                f"`{decl.name}` is a search space, which cannot stand here: {self.spaces}",
+                expr.func.span,
+            )
+            return self._unbound(expr)
+        if _misordered(expr):
+            return self._unbound(expr)
+        bound = self.bind(decl, expr, expr.args, expr.kwargs)
+        if decl.space.choice:
+            return self._choice(decl, expr, bound, expected)
+        return self._range(decl, expr, bound, expected)
+
+    def _range(self, decl: Constructor, expr: A.Call, bound: dict[str, A.Expr], expected: Type):
+        element = decl.returns
+        if not is_subtype(element, expected):
+            hint = (
+                "`IntRange(low, high)` ranges over Ints"
+                if is_subtype(INT, expected)
+                else "`Choice([...])` chooses among values of any type"
+            )
+            self.report(
+                C.TYPE_MISMATCH,
+                f"expected {article(expected)}, found `{decl.name}`, which ranges over {element}s",
+                expr.func.span,
+                hint,
+            )
+            return self._unbound(expr)
+        built = self.build(decl, bound, expr.span, expr)
+        ends = [built.args[p.name] for p in decl.params]
+        if UNKNOWN in ends:
+            return ANY, UNKNOWN
+        low, high, *step = ends
+        if not low < high:
+            self.report(
+                C.OUT_OF_RANGE,
+                f"`{decl.name}`'s high end must be above its low end, got {describe(low)} to "
+                f"{describe(high)}",
+                expr.span,
+            )
+            return ANY, UNKNOWN
+        if step and (high - low) % step[0]:
+            self.report(
+                C.OUT_OF_RANGE,
+                f"`{decl.name}`'s range {low} to {high} is no whole number of steps of {step[0]}",
+                expr.span,
+                hint="make high - low a multiple of step",
+            )
+            return ANY, UNKNOWN
+        parts = (bound["low"], bound["high"])
+        return element, Space(decl, (low, high), element, step[0] if step else 1, expr.span, parts)
+
+    def _choice(self, decl: Constructor, expr: A.Call, bound: dict[str, A.Expr], expected: Type):
+        written = bound.get(decl.params[0].name)
+        if written is None:
+            self.missing(decl, decl.params[0], expr.span, "argument")
+            return ANY, UNKNOWN
+        if not isinstance(written, A.ListExpr) or not written.items:
+            self.report(
+                C.TYPE_MISMATCH,
+                f"`{decl.name}` takes a list of at least one option",
+                written.span,
+                hint=f"`{decl.name}([a, b])`",
+            )
+            return ANY, UNKNOWN
+        checked = [(item, *self.check(item, expected)) for item in written.items]
+        if any(value is UNKNOWN for _, _, value in checked):
+            return ANY, UNKNOWN
+        kinds = [kind for _, kind, _ in checked if kind != ANY]
+        widest = next((k for k in kinds if all(is_subtype(other, k) for other in kinds)), ANY)
+        if kinds and widest == ANY:
+            first = checked[0]
+            item, kind, value = next(
+                c for c in checked if not (is_subtype(c[1], first[1]) or is_subtype(first[1], c[1]))
+            )
+            self.report(
+                C.TYPE_MISMATCH,
+                f"the options of a `{decl.name}` have one type: `{describe(first[2])}` is "
+                f"{article(first[1])}, `{describe(value)}` {article(kind)}",
+                item.span,
+            )
+            return ANY, UNKNOWN
+        options = tuple(value for _, _, value in checked)
+        return widest, Space(decl, options, widest, 1, expr.span, written.items)
 
     # --- binding arguments ----------------------------------------------------------------------------
 
@@ -377,7 +486,11 @@ class Elaborator:
         kind, value = self.check(expr, param.type)
         if kind != ANY and not self.check_range(param, value, expr):
             return UNKNOWN
-        several = _several_abstractions(value) if param.abstractions == "one" else None
+        several = (
+            next((found for option in _options(value) if (found := _several_abstractions(option))), None)
+            if param.abstractions == "one"
+            else None
+        )
         if several is not None:
             found = describe(value)
             trains = "several" if found == several else f"the several of the `{several}` inside it"
@@ -411,12 +524,26 @@ class Elaborator:
             item = expected.item if isinstance(expected, ListOf) else ANY
             return tuple(self._default_value(v, item) for v in value)
         if isinstance(value, str) and expected not in (STR, ANY):
+            # A default names a constructor (`Adam`, `PGD`): its value is that constructor applied to its
+            # own defaults, as the bare name written in a source is, so that the two compare equal.
             _, fitting = self._constructors(value, expected)
-            return Built(fitting[0]) if fitting else value
+            if not fitting:
+                return value
+            decl = fitting[0]
+            return Built(decl, MappingProxyType({p.name: self.default(p) for p in decl.params}))
         return value
 
     def check_range(self, param: Param, value: object, expr: A.Expr) -> bool:
-        """Whether `value` is in the parameter's range; reports it when not."""
+        """Whether `value` is in the parameter's range; reports it when not. A search space is in range
+        when both ends of its range, or each of its options, are: each reported where it is written, if
+        that is here (a space from a let is reported at its use)."""
+        if isinstance(value, Space):
+            here = value.span is expr.span
+            fits = [
+                self.check_range(param, option, part if here else expr)
+                for option, part in zip(value.options, value.parts, strict=True)
+            ]
+            return all(fits)
         if isinstance(value, tuple):
             items = expr.items if isinstance(expr, A.ListExpr) else [expr] * len(value)
             fits = [
@@ -474,6 +601,11 @@ def _several_abstractions(value: object) -> str | None:
     return next((found for found in map(_several_abstractions, passed) if found), None)
 
 
+def _options(value: object) -> tuple[object, ...]:
+    """The values `value` stands for: a search space's options (or ends), or itself."""
+    return value.options if isinstance(value, Space) else (value,)
+
+
 def _misordered(call: A.Call) -> bool:
     """Whether a positional argument follows a keyword argument in the source."""
     first_keyword = min((k.span.start for k in call.kwargs), default=None)
@@ -490,6 +622,8 @@ def _reached(value: object) -> list[float]:
     """The numbers a schedule is built from (its `reached` arguments, through nested schedules)."""
     if isinstance(value, int | float) and not isinstance(value, bool):
         return [value]
+    if isinstance(value, Space):
+        return [v for option in value.options for v in _reached(option)]
     if not isinstance(value, Built) or value.decl.returns != SCHEDULE:
         return []
     found: list[float] = []

@@ -76,11 +76,17 @@ def hwc(shape: Shape) -> str:
     return "[" + ", ".join(str(s) for s in shape) + "]"
 
 
+# A network's layers are fixed; a study chooses among networks through its scheme's `net`.
+NET_SPACES = (
+    'a layer takes single values (a study chooses among networks with `net = Choice(["a.net", ...])`)'
+)
+
+
 class _Analyzer:
     def __init__(self, registry: Registry, sink: list[Diagnostic]) -> None:
         self.registry = registry
         self.sink = sink
-        self.elaborator = Elaborator(registry, sink)
+        self.elaborator = Elaborator(registry, sink, spaces=NET_SPACES)
 
     # --- structure ------------------------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ scheme's data set.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
@@ -21,11 +21,14 @@ from daic.dsl.parser import ParseResult, parse_dai, parse_net
 from daic.dsl.source import Span
 
 from . import codes as C
-from .constructors import REGISTRY, SCHEME_DECL
-from .elaborate import UNKNOWN, Built, Elaborator, Symbol, as_written, did_you_mean
+from .constructors import REGISTRY, SCHEME_DECL, STUDY_DECL
+from .elaborate import UNKNOWN, Built, Elaborator, Symbol, as_written, describe, did_you_mean
 from .network import Network, analyze_for_data
+from .registry import Constructor, Param
 from .sources import Probe, probe
+from .spaces import Space, spaces_in
 from .types import ANY
+from .written import value_text
 
 STDLIB = "stdlib"
 
@@ -39,6 +42,15 @@ class SchemeInfo:
     network: Network | None = None
     net_path: str | None = None
     base: SchemeInfo | None = None  # the scheme it extends, once found
+
+
+@dataclass
+class StudyInfo:
+    node: A.Study
+    built: Built | None = None  # all fields, defaults filled
+    scheme: SchemeInfo | None = None  # the scheme it tunes, once found
+    # Where each objective stands in the scheme's `test`: its results are that test's column.
+    objectives: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -60,6 +72,7 @@ class Module:
     lets: dict[str, A.Let] = field(default_factory=dict)
     symbols: dict[str, Symbol] = field(default_factory=dict)
     schemes: dict[str, SchemeInfo] = field(default_factory=dict)
+    studies: dict[str, StudyInfo] = field(default_factory=dict)
     imports: list[tuple[A.Import, Module | None]] = field(default_factory=list)
     parsed: ParseResult | None = None  # the parse: its line index, and its pieces for the next parse
     elaborated: dict[str, Elaborated] = field(default_factory=dict)
@@ -158,7 +171,7 @@ class _ModuleChecker:
         self.module = module
         self.previous = previous
         self.sink = module.diagnostics
-        self.elaborator = Elaborator(REGISTRY, self.sink, self.resolve, self.visible_names)
+        self.elaborator = Elaborator(REGISTRY, self.sink, self.resolve, self.visible_names, spaces=None)
         self.in_progress: list[str] = []
         self.uses: list[list[tuple[A.Name, Symbol | None]]] = []  # per let in progress: its look-ups
         self.base_dir = Path(module.path).parent if module.path else Path.cwd()
@@ -180,15 +193,20 @@ class _ModuleChecker:
                 self.module.imports.append((statement, self.import_module(statement)))
             elif isinstance(statement, A.Let):
                 self.declare(statement.name, statement.name_span, self.module.lets, statement)
+            elif isinstance(statement, A.Study):
+                self.declare(statement.name, statement.name_span, self.module.studies, StudyInfo(statement))
             else:
                 self.declare(statement.name, statement.name_span, self.module.schemes, SchemeInfo(statement))
         for name in list(self.module.lets):
             self.let_symbol(name)
         for name in list(self.module.schemes):
             self.check_scheme(name, [])
+        for info in self.module.studies.values():
+            self.check_study(info)
 
     def declare(self, name: str, span: Span, table: dict, value) -> None:
-        if name in self.module.lets or name in self.module.schemes:
+        module = self.module
+        if name in module.lets or name in module.schemes or name in module.studies:
             self.report(C.REPEATED, f"`{name}` is defined twice in this file", span)
             return
         table[name] = value
@@ -348,6 +366,8 @@ class _ModuleChecker:
         self.uses.append([])
         reported = len(self.sink)
         kind, value = self.elaborator.check(let.value)
+        if isinstance(value, Space):  # a study names the parameter after the let
+            value = replace(value, label=name)
         uses = self.uses.pop()
         self.in_progress.pop()
         symbol = Symbol(name, kind, value, let.name_span, self.module.path)
@@ -385,6 +405,19 @@ class _ModuleChecker:
                 return module.schemes[name.parts[-1]]
         return None
 
+    def scheme_named(self, name: A.Name) -> SchemeInfo | None:
+        """The scheme a block names (after `extends` or `tunes`); an unknown name is reported."""
+        found = self.base_scheme(name)
+        if found is None:
+            candidates = list(self.module.schemes) + self.imported_names(lambda m: m.schemes)
+            self.report(
+                C.UNKNOWN_NAME,
+                f"unknown scheme `{name.dotted}`",
+                name.span,
+                did_you_mean(name.dotted, candidates),
+            )
+        return found
+
     def check_scheme(self, name: str, chain: list[str]) -> SchemeInfo:
         """Check a scheme once: its own fields here, the fields it inherits as its base already built them."""
         info = self.module.schemes[name]
@@ -396,23 +429,18 @@ class _ModuleChecker:
         if base is not None and base.built is not None:
             base_values = {k: base.built.args[k] for k in base.explicit}
             info.net_dir = base.net_dir
-        own: dict[str, A.Field] = {}
-        for f in node.fields:
-            if f.name in own:
-                self.report(C.REPEATED, f"field `{f.name}` is given twice", f.name_span)
-            own[f.name] = f
-        label = f"scheme `{node.name}`"
-        bound = self.elaborator.bind(SCHEME_DECL, node, (), tuple(own.values()), what="field", label=label)
+        bound = self.bind_fields(SCHEME_DECL, node)
         values: dict[str, object] = {}
         for param in SCHEME_DECL.params:
             if param.name in bound:
-                values[param.name] = self.elaborator.argument(param, bound[param.name])
+                values[param.name] = self.field_value(param, bound[param.name])
             elif param.name in base_values:
                 values[param.name] = base_values[param.name]
             elif param.required:
                 # Behind a base that could not be found, missing fields would only repeat that error.
                 if node.base is None or base is not None:
                     hint = f"it is not set here nor in `{node.base.dotted}`" if node.base else None
+                    label = f"scheme `{node.name}`"
                     self.elaborator.missing(SCHEME_DECL, param, node.name_span, "field", hint, label)
                 values[param.name] = UNKNOWN
             else:
@@ -421,26 +449,52 @@ class _ModuleChecker:
         if "net" in bound:
             info.net_dir = self.base_dir
         info.built = Built(SCHEME_DECL, MappingProxyType(values), node.name_span)
-        net = values.get("net")
         if base is not None and "net" not in bound and "data" not in bound:
             info.network, info.net_path = base.network, base.net_path
-        elif isinstance(net, str) and info.net_dir is not None:
-            self.check_net(info, net, bound.get("net"), node.name_span)
+        elif info.net_dir is not None:
+            self._check_nets(info, values.get("net"), bound.get("net"))
         return info
+
+    def _check_nets(self, info: SchemeInfo, net: object, written: A.Expr | None) -> None:
+        """The network a scheme names, or each one a Choice of them may choose."""
+        if isinstance(net, Space) and written is not None:
+            here = net.span is written.span
+            for option, part in zip(net.options, net.parts, strict=True):
+                self.check_net(info, option, part if here else written, info.node.name_span)
+        elif isinstance(net, str):
+            self.check_net(info, net, written, info.node.name_span)
+
+    def bind_fields(self, decl: Constructor, node: A.Scheme | A.Study) -> dict[str, A.Expr]:
+        """A block's fields bound to its declaration's parameters; a field given twice is reported."""
+        own: dict[str, A.Field] = {}
+        for f in node.fields:
+            if f.name in own:
+                self.report(C.REPEATED, f"field `{f.name}` is given twice", f.name_span)
+            own[f.name] = f
+        label = f"{decl.name} `{node.name}`"
+        return self.elaborator.bind(decl, node, (), tuple(own.values()), what="field", label=label)
+
+    def field_value(self, param: Param, expr: A.Expr, fixed: str | None = None) -> object:
+        """A field's checked value. A search space in a field whose value every trial of a study shares
+        (`fixed`: why; the parameter's own reason by default) is reported."""
+        value = self.elaborator.argument(param, expr)
+        reason = fixed or param.fixed
+        space = spaces_in(value)[:1] if reason else []
+        if space:
+            self.report(
+                C.SPACE_NOT_ALLOWED,
+                f"`{param.name}` takes a single value, not a search space (`{describe(space[0])}`): {reason}",
+                expr.span,
+            )
+            return UNKNOWN
+        return value
 
     def _base(self, info: SchemeInfo, chain: list[str]) -> SchemeInfo | None:
         node = info.node
         if node.base is None:
             return None
-        base = self.base_scheme(node.base)
+        base = self.scheme_named(node.base)
         if base is None:
-            candidates = list(self.module.schemes) + self.imported_names(lambda m: m.schemes)
-            self.report(
-                C.UNKNOWN_NAME,
-                f"unknown scheme `{node.base.dotted}`",
-                node.base.span,
-                did_you_mean(node.base.dotted, candidates),
-            )
             return None
         local = any(base is s for s in self.module.schemes.values())
         if local and base.node.name in (*chain, node.name):
@@ -501,3 +555,90 @@ class _ModuleChecker:
                 span,
                 first.hint,
             )
+
+    # --- studies --------------------------------------------------------------------------------------
+
+    def check_study(self, info: StudyInfo) -> None:
+        """A study's fields, and that it can run: its scheme has spaces to choose, its objectives are the
+        scheme's tests, and its pruner has one objective and evaluations to read."""
+        node = info.node
+        bound = self.bind_fields(STUDY_DECL, node)
+        info.built = self._study_fields(node, bound)
+        info.scheme = self.scheme_named(node.scheme)
+        if info.scheme is None:
+            return
+        scheme = info.scheme.built
+        if scheme is None or any(v is UNKNOWN for v in scheme.args.values()):
+            return  # the scheme's own errors were reported where it is written
+        if not spaces_in(scheme):
+            self.report(
+                C.STUDY,
+                f"scheme `{node.scheme.dotted}` holds no search space: a study of it has nothing to choose",
+                node.scheme.span,
+                hint="write `Range(low, high)` or `Choice([a, b])` where the study should choose a value",
+            )
+        info.objectives = self._objectives(info, bound.get("objectives"))
+        self._check_pruner(info, bound.get("pruner"))
+
+    def _study_fields(self, node: A.Study, bound: dict[str, A.Expr]) -> Built:
+        values: dict[str, object] = {}
+        for param in STUDY_DECL.params:
+            if param.name in bound:
+                values[param.name] = self.field_value(param, bound[param.name], STUDY_FIXED)
+            elif param.required:
+                label = f"study `{node.name}`"
+                self.elaborator.missing(STUDY_DECL, param, node.name_span, "field", label=label)
+                values[param.name] = UNKNOWN
+            else:
+                values[param.name] = self.elaborator.default(param)
+        return Built(STUDY_DECL, MappingProxyType(values), node.name_span)
+
+    def _objectives(self, info: StudyInfo, written: A.Expr | None) -> tuple[int, ...]:
+        """Where each objective stands in the scheme's tests (reported when it is none of them)."""
+        objectives = info.built.args["objectives"]
+        if not isinstance(objectives, tuple) or written is None:
+            return ()
+        tests = info.scheme.built.args["test"]
+        items = written.items if isinstance(written, A.ListExpr) else (written,) * len(objectives)
+        found: list[int] = []
+        if not objectives:
+            self.report(C.STUDY, "a study needs at least one objective", written.span)
+        for objective, item in zip(objectives, items, strict=True):
+            index = next((i for i, test in enumerate(tests) if test == objective), None)
+            if index is None:
+                listed = ", ".join(value_text(t) for t in tests)
+                self.report(
+                    C.STUDY,
+                    f"`{value_text(objective)}` is not one of scheme `{info.node.scheme.dotted}`'s tests "
+                    f"({listed})",
+                    item.span,
+                    hint="an objective is one of the scheme's tests, written as the scheme writes it",
+                )
+            elif index in found:
+                self.report(C.REPEATED, f"objective `{value_text(objective)}` is given twice", item.span)
+            else:
+                found.append(index)
+        return tuple(found)
+
+    def _check_pruner(self, info: StudyInfo, written: A.Expr | None) -> None:
+        if written is None or info.built.args["pruner"] is None:
+            return
+        count = len(info.objectives)
+        if count > 1:
+            self.report(
+                C.STUDY,
+                f"Optuna prunes only studies of one objective; this study has {count}",
+                written.span,
+                hint="remove the pruner, or keep one objective",
+            )
+        elif info.scheme.built.args["test_every"] is None:
+            self.report(
+                C.STUDY,
+                f"pruning reads evaluations made during training, and scheme `{info.node.scheme.dotted}` "
+                "sets no `test_every`",
+                written.span,
+                hint="set `test_every` in the scheme (an evaluation every few epochs)",
+            )
+
+
+STUDY_FIXED = "a study's own fields take single values"

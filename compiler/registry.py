@@ -35,6 +35,10 @@ class Category(Enum):
     DOMAIN = ("domain", "Verification domains")
     ACTIVATION = ("activation", "Activations")
     SCHEME = ("scheme", "Scheme fields")
+    SPACE = ("search space", "Search spaces (daic tune)")
+    SAMPLER = ("sampler", "Samplers (daic tune)")
+    PRUNER = ("pruner", "Pruners (daic tune)")
+    STUDY = ("study", "Study fields (daic tune)")
 
     def __init__(self, label: str, title: str) -> None:
         self.label, self.title = label, title
@@ -44,6 +48,9 @@ class Category(Enum):
 
 
 LAYER_CATEGORIES = (Category.LAYER, Category.ABSTRACT_LAYER, Category.BLOCK)
+# Declarations of a block's fields (`scheme Name { ... }`, `study Name tunes S { ... }`), named by the
+# keyword that opens the block; they are not called in expressions.
+BLOCK_CATEGORIES = (Category.SCHEME, Category.STUDY)
 
 
 def _keeps(shape: Shape, args: Mapping[str, object]) -> Shape:
@@ -88,6 +95,15 @@ class DatasetFacts:
         return replace(self, shape=found[0], classes=found[1], from_args=None)
 
 
+@dataclass(frozen=True)
+class SpaceFacts:
+    """How a search space draws its value (Optuna's suggest_*): among listed options, or from a range,
+    evenly or evenly in its logarithm. Whole numbers where the space's type is Int."""
+
+    choice: bool = False
+    log: bool = False
+
+
 class _Required:
     def __repr__(self) -> str:
         return "REQUIRED"
@@ -112,6 +128,8 @@ class Param:
     # Goals only: "one" where the runtime takes the goal's single abstraction (a Mix there has two),
     # "passed" where it hands the goal's parts on unchanged (a Mix there stays a Mix).
     abstractions: str | None = None
+    # Why a study may not search this parameter (its value is the same in every trial), or None.
+    fixed: str | None = None
 
     @property
     def required(self) -> bool:
@@ -164,6 +182,7 @@ class Constructor:
     forms: tuple[tuple[str, ...], ...] = ()
     layer: LayerFacts | None = None  # layers, abstract layers and blocks
     dataset: DatasetFacts | None = None  # data sets
+    space: SpaceFacts | None = None  # search spaces
     # Goals only: whether the goal trains on several abstractions (Mix), so that it has no single one.
     several: bool = False
 
@@ -203,6 +222,10 @@ class Registry:
 
     def layer(self, name: str) -> Constructor | None:
         return next((d for d in self.lookup(name) if d.category in LAYER_CATEGORIES), None)
+
+    def block(self, keyword: str) -> Constructor | None:
+        """The fields of the block that `keyword` opens (`scheme`, `study`)."""
+        return next((d for d in self.lookup(keyword) if d.category in BLOCK_CATEGORIES), None)
 
     def dataset(self, name: str) -> Constructor | None:
         return next((d for d in self.lookup(name) if d.category is Category.DATASET), None)

@@ -118,8 +118,8 @@ def decode(data: bytes, path: str, language: str) -> Source:
 
 
 def sniff_language(text: str) -> str:
-    """The language of a text with no file name: a .dai file's first statement begins with `import`, `let`
-    or `scheme`; anything else is read as a network's layers."""
+    """The language of a text with no file name: a .dai file's first statement begins with `import`, `let`,
+    `scheme` or `study`; anything else is read as a network's layers."""
     for line in LINE_BREAK.split(text):
         stripped = line.strip().lstrip("\ufeff")
         if stripped and not stripped.startswith("#"):

@@ -47,6 +47,9 @@ DOMAIN = Type("Domain")
 ACTIVATION = Type("Activation")
 LAYER = Type("Layer")
 SCHEME = Type("Scheme")
+SAMPLER = Type("Sampler")
+PRUNER = Type("Pruner")
+STUDY = Type("Study")
 ANY = Type("Any")  # what an expression has when an error already made its type unknowable
 
 _NUMERIC_CHAIN = (INT, FLOAT, SCHEDULE)

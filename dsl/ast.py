@@ -159,7 +159,20 @@ class Scheme(Node):
         return next((f for f in self.fields if f.name == name), None)
 
 
-Statement = Import | Let | Scheme
+@dataclass(frozen=True, slots=True)
+class Study(Node):
+    """`study Name tunes Scheme { field = value ... }`: a study of the search spaces of `scheme`."""
+
+    name: str
+    scheme: Name
+    fields: tuple[Field, ...] = ()
+    name_span: Span = field(default=NO_SPAN, compare=False, repr=False)
+
+    def get_field(self, name: str) -> Field | None:
+        return next((f for f in self.fields if f.name == name), None)
+
+
+Statement = Import | Let | Scheme | Study
 
 
 @dataclass(frozen=True, slots=True)

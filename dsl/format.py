@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from . import ast as A
+from .source import Span
 
 INDENT = "    "
 WIDTH = 100
@@ -201,8 +202,9 @@ def _dai_entries(tree: A.DaiFile) -> Iterator[_Entry]:
     previous: A.Statement | None = None
     for statement in tree.statements:
         span = statement.span
-        # Schemes stand apart from what surrounds them; other statements keep the source's spacing.
-        apart = True if isinstance(statement, A.Scheme) or isinstance(previous, A.Scheme) else None
+        # Blocks stand apart from what surrounds them; other statements keep the source's spacing.
+        blocks = A.Scheme | A.Study
+        apart = True if isinstance(statement, blocks) or isinstance(previous, blocks) else None
         if isinstance(statement, A.Import):
             yield _Entry(span.line, span.end_line, span.end, [_import_text(statement)], "", apart)
         elif isinstance(statement, A.Let):
@@ -215,26 +217,36 @@ def _dai_entries(tree: A.DaiFile) -> Iterator[_Entry]:
                 apart,
             )
         else:
-            head = f"scheme {statement.name}" + (
-                f" extends {statement.base.dotted}" if statement.base else ""
-            )
-            named = statement.base.span if statement.base else statement.name_span
-            if not statement.fields:
-                yield _Entry(span.line, span.end_line, span.end, [head + " {}"], "", apart)
-                previous = statement
-                continue
-            yield _Entry(span.line, named.end_line, named.end, [head + " {"], "", apart)
-            for i, f in enumerate(statement.fields):
-                yield _Entry(
-                    f.span.line,
-                    f.span.end_line,
-                    f.span.end,
-                    _binding("", f.name, f.value, 1),
-                    INDENT,
-                    False if i == 0 else None,
-                )
-            yield _Entry(span.end_line, span.end_line, span.end, ["}"], INDENT, False)
+            yield from _block_entries(statement, apart)
         previous = statement
+
+
+def _block_head(block: A.Scheme | A.Study) -> tuple[str, Span]:
+    """A block's first line up to its `{`, and the span of its last part."""
+    if isinstance(block, A.Study):
+        return f"study {block.name} tunes {block.scheme.dotted}", block.scheme.span
+    if block.base is not None:
+        return f"scheme {block.name} extends {block.base.dotted}", block.base.span
+    return f"scheme {block.name}", block.name_span
+
+
+def _block_entries(block: A.Scheme | A.Study, apart: bool | None) -> Iterator[_Entry]:
+    span = block.span
+    head, named = _block_head(block)
+    if not block.fields:
+        yield _Entry(span.line, span.end_line, span.end, [head + " {}"], "", apart)
+        return
+    yield _Entry(span.line, named.end_line, named.end, [head + " {"], "", apart)
+    for i, f in enumerate(block.fields):
+        yield _Entry(
+            f.span.line,
+            f.span.end_line,
+            f.span.end,
+            _binding("", f.name, f.value, 1),
+            INDENT,
+            False if i == 0 else None,
+        )
+    yield _Entry(span.end_line, span.end_line, span.end, ["}"], INDENT, False)
 
 
 def format_dai(tree: A.DaiFile) -> str:

@@ -105,6 +105,8 @@ _TERMINAL_NAMES = {
     "LET": "`let`",
     "SCHEME": "`scheme`",
     "EXTENDS": "`extends`",
+    "STUDY": "`study`",
+    "TUNES": "`tunes`",
     "AS": "`as`",
 }
 
@@ -308,6 +310,12 @@ class _Builder(Transformer):
         base = next((c for c in children[2:] if isinstance(c, A.Name)), None)
         fields = tuple(c for c in children if isinstance(c, A.Field))
         return A.Scheme(str(name), fields, base, self._tok(name), span=self._extent(children))
+
+    def study(self, children: list) -> A.Study:
+        name = children[1]
+        scheme = next(c for c in children[2:] if isinstance(c, A.Name))
+        fields = tuple(c for c in children if isinstance(c, A.Field))
+        return A.Study(str(name), scheme, fields, self._tok(name), span=self._extent(children))
 
 
 # --- errors -------------------------------------------------------------------------------------------
@@ -563,7 +571,7 @@ def _attach_bodies(layer: A.Layer, bodies: dict[int, tuple[A.Layer, ...]]) -> A.
 
 # --- .dai ---------------------------------------------------------------------------------------------
 
-STATEMENT_START = re.compile(r"(import|let|scheme)\b")  # a line that begins one starts a statement
+STATEMENT_START = re.compile(r"(import|let|scheme|study)\b")  # a line that begins one starts a statement
 
 
 def statement_pieces(text: str, index: LineIndex | None = None) -> list[tuple[int, int]]:
@@ -579,7 +587,7 @@ def statement_pieces(text: str, index: LineIndex | None = None) -> list[tuple[in
 
 
 def parse_dai(text: str, reuse: Pieces | None = None) -> ParseResult:
-    """Parse a `.dai` file: `import`, `let` and `scheme` statements. `reuse`: the pieces of this
+    """Parse a `.dai` file: `import`, `let`, `scheme` and `study` statements. `reuse`: the pieces of this
     document's last parse."""
     index = LineIndex(text)
     pieces = _Pieces("dai", text, index, reuse or Pieces())
@@ -606,7 +614,7 @@ def _explain_stray(diagnostic: D.Diagnostic) -> D.Diagnostic:
             diagnostic.severity,
             diagnostic.message,
             diagnostic.span,
-            hint="a .dai file holds `import`, `let` and `scheme` statements, "
+            hint="a .dai file holds `import`, `let`, `scheme` and `study` statements, "
             "e.g. `let goal = Mix(Point, Box, 0.5)`",
         )
     return diagnostic
@@ -627,7 +635,7 @@ def _invalid_values(nodes: tuple[A.Layer | A.Statement, ...]) -> list[D.Diagnost
         if isinstance(node, A.Layer):
             for param in node.params:
                 found.extend(_report_invalid(param.value, _INTENDED.get((node.kind, param.name))))
-        elif isinstance(node, A.Scheme):
+        elif isinstance(node, A.Scheme | A.Study):
             for f in node.fields:
                 found.extend(_report_invalid(f.value, None))
         elif isinstance(node, A.Let):

@@ -46,6 +46,23 @@ class TensorData:
     def shape(self) -> tuple[int, ...]:
         return tuple(self.train_x.shape[1:])
 
+    def held_out(self, share: float) -> TensorData:
+        """The training set split in two: `share` of it (drawn with seed 0, so the same images on every
+        machine and run) becomes the test set, the rest the training set; the test set is not read."""
+        n = len(self.train_y)
+        held = min(n - 1, max(1, round(share * n)))
+        # The split's own generator, on the CPU where the loaded tensors are: the split is data, not training.
+        order = torch.randperm(n, generator=torch.Generator().manual_seed(0))
+        test, train = order[:held].sort().values, order[held:].sort().values
+        return TensorData(
+            self.train_x[train],
+            self.train_y[train],
+            self.train_x[test],
+            self.train_y[test],
+            self.classes,
+            self.value_range,
+        )
+
 
 def to_device(tensor: Tensor, device: torch.device) -> Tensor:
     """A host tensor (random draws come from CPU generators, so that runs reproduce on any device) on the

@@ -31,3 +31,4 @@ class Scheme:
     l1: float = 0.0
     grad_clip: float | None = None
     seed: int = 0
+    validation: float = 0.0  # the share of the training set tested instead of the test set

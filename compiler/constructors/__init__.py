@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from ..registry import Registry
-from . import data, layers, objectives, scheme, training
+from . import data, layers, objectives, scheme, search, training
 from .scheme import SCHEME_DECL
+from .search import STUDY_DECL
 
 REGISTRY = Registry(
     [
@@ -13,7 +14,8 @@ REGISTRY = Registry(
         *data.DECLARATIONS,
         *training.DECLARATIONS,
         *scheme.DECLARATIONS,
+        *search.DECLARATIONS,
     ]
 )
 
-__all__ = ["REGISTRY", "SCHEME_DECL"]
+__all__ = ["REGISTRY", "SCHEME_DECL", "STUDY_DECL"]

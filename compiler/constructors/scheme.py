@@ -25,7 +25,7 @@ SCHEME_DECL = Constructor(
     SCHEME,
     (
         Param("net", STR, None, "The network file, relative to this file (the CLI's --net overrides it)."),
-        Param("data", DATASET, doc="The data set."),
+        Param("data", DATASET, doc="The data set.", fixed="every trial of a study learns from the same data"),
         Param(
             "epsilon",
             SCHEDULE,
@@ -38,7 +38,24 @@ SCHEME_DECL = Constructor(
         Param("batch", INT, 50, "Examples per batch.", low=1),
         Param("optimizer", OPTIMIZER, "Adam", "The optimizer; Adam(lr=0.001) when not given."),
         Param("lr", LR_SCHEDULE, None, "Learning-rate steps, e.g. Steps(at=[10, 20, 250, 300])."),
-        Param("test", ListOf(TEST), ("Accuracy", "Verify"), "What to measure on the test set."),
+        Param(
+            "test",
+            ListOf(TEST),
+            ("Accuracy", "Verify"),
+            "What to measure on the test set.",
+            fixed="a study's objectives are the scheme's tests, the same in every trial",
+        ),
+        Param(
+            "validation",
+            FLOAT,
+            0,
+            "Hold out this share of the training set (the same images on every run: its last share after "
+            "a shuffle with seed 0), train on the rest and test on it instead of the test set. `daic tune` "
+            "sets it from its study's `validation`, so that tuning never reads the test set.",
+            low=0,
+            high=0.9,
+            fixed="a study sets it from its own `validation`",
+        ),
         Param(
             "test_every",
             INT,

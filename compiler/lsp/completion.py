@@ -14,19 +14,19 @@ from pathlib import Path
 
 from lsprotocol import types as T
 
-from daic.compiler.constructors import REGISTRY, SCHEME_DECL
+from daic.compiler.constructors import REGISTRY
 from daic.compiler.program import Module
-from daic.compiler.registry import LAYER_CATEGORIES, Category, Constructor
+from daic.compiler.registry import BLOCK_CATEGORIES, LAYER_CATEGORIES, Constructor
 from daic.compiler.types import ANY, BOOL, Type, is_subtype
 
 from . import scope
 from .cursor import Context, context
 from .documents import Analysis
-from .expected import call_slots, expected_types, layer_decl, positional_form
+from .expected import block_decl, call_slots, expected_types, layer_decl, positional_form
 from .markup import Doc, constructor_doc
 
 K = T.CompletionItemKind
-STATEMENT_KEYWORDS = ("import", "let", "scheme")
+STATEMENT_KEYWORDS = ("import", "let", "scheme", "study")
 
 
 def complete(analysis: Analysis, offset: int, markup: T.MarkupKind) -> list[T.CompletionItem]:
@@ -62,7 +62,7 @@ def _items(ctx: Context, analysis: Analysis, markup: T.MarkupKind) -> list[T.Com
                 documentation=Doc().text(p.doc).content(markup),
                 insert_text=f"{p.name} = ",
             )
-            for p in SCHEME_DECL.params
+            for p in block_decl(ctx).params
             if p.name not in used
         ]
     if where == "layer":
@@ -133,7 +133,7 @@ def _value_items(ctx: Context, module: Module | None, markup: T.MarkupKind) -> l
     items = [
         item
         for d in REGISTRY.declarations
-        if d.category not in (*LAYER_CATEGORIES, Category.SCHEME) and _fits(d.returns, expected)
+        if d.category not in (*LAYER_CATEGORIES, *BLOCK_CATEGORIES) and _fits(d.returns, expected)
         for item in _constructor_items(d, markup)
     ]
     if expected is None or any(is_subtype(BOOL, e) for e in expected):

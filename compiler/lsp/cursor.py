@@ -68,8 +68,9 @@ class Frame:
 class Context:
     """Where the cursor is. `where` is one of:
     "comment", "string": inside one;
-    "statement": where a .dai statement keyword goes; "import": after `import`; "extends": after `extends`;
-    "name": where a new name is being declared (after `let` or `scheme`);
+    "statement": where a .dai statement keyword goes; "import": after `import`;
+    "extends": where a scheme's name goes (after `extends` or `tunes`);
+    "name": where a new name is being declared (after `let`, `scheme` or `study`);
     "field": where a scheme field's name goes; "layer": where a .net layer kind goes;
     "param": where a .net layer parameter's key goes; "argument": at the start of a call's argument
     (a value or a keyword name); "value": inside a value; "none": nothing can be offered (after a
@@ -81,7 +82,7 @@ class Context:
     prefix_start: int
     where: str
     frames: list[Frame]  # outermost first
-    statement: str | None = None  # .dai: import / let / scheme; .net: None
+    statement: str | None = None  # .dai: import / let / scheme / study; .net: None
     layer: str | None = None  # .net: the layer kind of the cursor's line
     key: str | None = None  # .net: the parameter whose value the cursor is in
     used: list[str] = field(default_factory=list)  # .net: the keys written on the line
@@ -284,7 +285,7 @@ def _at_argument_start(frame: Frame) -> bool:
 
 def _dai_context(ctx: Context, before: list[Token]) -> Context:
     keyword = before[0].text if before and before[0].kind == "name" else None
-    ctx.statement = keyword if keyword in ("import", "let", "scheme") else None
+    ctx.statement = keyword if keyword in ("import", "let", "scheme", "study") else None
     frame = ctx.innermost
     if frame is not None:
         if frame.opener == "{":
@@ -307,8 +308,9 @@ def _dai_context(ctx: Context, before: list[Token]) -> Context:
         ctx.where = (
             "value" if any(t.text == "=" for t in before) else ("name" if len(before) == 1 else "none")
         )
-    elif ctx.statement == "scheme":
-        ctx.where = "extends" if before[-1].text == "extends" else ("name" if len(before) == 1 else "none")
+    elif ctx.statement in ("scheme", "study"):
+        named = before[-1].text in ("extends", "tunes")
+        ctx.where = "extends" if named else ("name" if len(before) == 1 else "none")
     else:
         ctx.where = "statement" if _ends_value(before) or before[-1].text == "}" else "none"
     return ctx

@@ -55,7 +55,7 @@ def _target(analysis: Analysis, offset: int) -> Target | None:
     if not word:
         return None
     before = previous_token(analysis.text, start, "dai")
-    if before is not None and before.text in ("extends", "scheme"):
+    if before is not None and before.text in ("extends", "scheme", "tunes"):
         found = scope.find_scheme(module, word)
         if found is not None:
             info, owner = found

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from daic.compiler.constructors import REGISTRY, SCHEME_DECL
 from daic.compiler.elaborate import Elaborator
-from daic.compiler.registry import LAYER_CATEGORIES, Category, Constructor, Param
+from daic.compiler.registry import BLOCK_CATEGORIES, LAYER_CATEGORIES, Constructor, Param
 from daic.compiler.types import ANY, ListOf, OneOf, Type
 
 from .cursor import Context, Frame, field_of
@@ -18,7 +18,12 @@ _ELABORATOR = Elaborator(REGISTRY, [])
 
 def constructors(name: str) -> list[Constructor]:
     """Declarations callable by `name` in an expression (layers and the scheme are not)."""
-    return [d for d in REGISTRY.lookup(name) if d.category not in (*LAYER_CATEGORIES, Category.SCHEME)]
+    return [d for d in REGISTRY.lookup(name) if d.category not in (*LAYER_CATEGORIES, *BLOCK_CATEGORIES)]
+
+
+def block_decl(ctx: Context) -> Constructor:
+    """The declaration of the fields of the block (`scheme`, `study`) the cursor is in."""
+    return REGISTRY.block(ctx.statement or "") or SCHEME_DECL
 
 
 def positional_form(decl: Constructor, count: int) -> tuple[str, ...]:
@@ -63,7 +68,7 @@ def expected_params(ctx: Context) -> list[Param] | None:
             return [s.param for s in call_slots(frame) if s.param is not None] or None
         if frame.opener == "{":
             name = field_of(frame)
-            param = SCHEME_DECL.param(name) if name else None
+            param = block_decl(ctx).param(name) if name else None
             return [param] if param else None
     decl = layer_decl(ctx.layer)
     if decl is not None and ctx.key:

@@ -8,11 +8,11 @@ from pathlib import Path
 
 from lsprotocol import types as T
 
-from daic.compiler.constructors import REGISTRY, SCHEME_DECL
+from daic.compiler.constructors import REGISTRY
 from daic.compiler.elaborate import UNKNOWN, Built
 from daic.compiler.network import BlockNode, LayerNode, Network, hwc, walk
 from daic.compiler.program import Module, SchemeInfo
-from daic.compiler.registry import Constructor, Param
+from daic.compiler.registry import BLOCK_CATEGORIES, Constructor, Param
 from daic.compiler.types import is_subtype
 from daic.dsl import ast as A
 from daic.dsl.format import broken, flat, layer_text
@@ -20,7 +20,7 @@ from daic.dsl.format import broken, flat, layer_text
 from . import scope
 from .cursor import context, followed_by_equals, previous_token, word_at
 from .documents import Analysis
-from .expected import call_slots, expected_types, layer_decl
+from .expected import block_decl, call_slots, expected_types, layer_decl
 from .markup import Doc, constructor_doc
 
 _SUBSCRIPT = re.compile(r"([A-Za-z]\w*?)_(\d+)")
@@ -110,7 +110,7 @@ def _dai_hover(analysis: Analysis, start: int, end: int) -> Doc | None:
         return _import_hover(module, word)
     if after_keyword == "scheme" and module and word in module.schemes:
         return _scheme_doc(module.schemes[word], module, module)
-    if after_keyword == "extends" and module:
+    if after_keyword in ("extends", "tunes") and module:
         found = scope.find_scheme(module, word)
         return _scheme_doc(*found, module) if found else None
     binding = scope.resolve(module, word) if module else None
@@ -127,8 +127,9 @@ def _keyword_hover(analysis: Analysis, start: int, word: str) -> Doc | None:
     if frame is None:
         return None
     if frame.opener == "{":
-        param = SCHEME_DECL.param(word)
-        return _param_doc(SCHEME_DECL, param) if param else None
+        block = block_decl(ctx)
+        param = block.param(word)
+        return _param_doc(block, param) if param else None
     if frame.opener == "(" and frame.callee:
         frame.keyword = word
         for slot in call_slots(frame):
@@ -138,7 +139,7 @@ def _keyword_hover(analysis: Analysis, start: int, word: str) -> Doc | None:
 
 
 def _param_doc(decl: Constructor, param: Param) -> Doc:
-    owner = "scheme field" if decl is SCHEME_DECL else f"parameter of {decl.name}"
+    owner = f"{decl.name} field" if decl.category in BLOCK_CATEGORIES else f"parameter of {decl.name}"
     details = [f"{'required' if param.required else 'optional'} {owner}"]
     if param.range_text():
         details.append(param.range_text())

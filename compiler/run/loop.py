@@ -70,8 +70,11 @@ def execute(
     group: Group | None = None,
     amp: str | None = None,
     seed: int | None = None,
+    on_epoch: Callable[[dict], None] | None = None,
 ) -> dict:
     """Train and evaluate; returns the summary. `display` receives progress (see cli.RunDisplay).
+    `on_epoch` sees each epoch's row once it is saved (`daic tune` reports evaluations to its pruner);
+    an exception it raises stops the run there, the folder resumable as after an interrupt.
 
     `group` (a `runtime.distributed.Group`) makes this one of several processes training together: each
     trains on its share of every batch, and only rank 0 writes the run folder and shows progress; the
@@ -97,7 +100,7 @@ def execute(
             local_batch(scheme.batch, group.world)
         except DistributedError as exc:
             raise RunError(str(exc), exit_code=2) from None
-        data = _load_data(scheme, data_root, download, group)
+        data = load_data(scheme, data_root, download, group)
         stop_point("data-loaded")
         checkpoint = group.broadcast(
             _main_first(group, lambda: open_run(folder, plan, scheme, resume, _session(group, amp)))
@@ -112,6 +115,8 @@ def execute(
         epochs_loop = _Epochs(plan, scheme, trainer, folder, group, display, termination)
         for epoch in range(start, scheme.epochs):
             history.append(epochs_loop.run(epoch))
+            if on_epoch is not None:
+                on_epoch(history[-1])
         display.finish()
         summary = None
         if group.is_main:
@@ -249,16 +254,17 @@ def _main_first(group: Group, action: Callable[[], T]) -> T | None:
     return result
 
 
-def _load_data(scheme, data_root: str | None, download: bool, group: Group):
+def load_data(scheme, data_root: str | None, download: bool, group: Group):
     """The data set, read by every process; rank 0 reads (and, with --download, fetches) it first, so
     that processes on one machine never download into the same folder at once."""
     from daic.runtime.data import DataError, NoDataFolder
 
     def read():
         try:
-            return scheme.data.load(data_root, download)
+            data = scheme.data.load(data_root, download)
         except DataError as exc:
             raise RunError(str(exc), exit_code=2 if isinstance(exc, NoDataFolder) else 1) from None
+        return data.held_out(scheme.validation) if scheme.validation else data
 
     data = _main_first(group, read)
     return data if group.is_main else read()

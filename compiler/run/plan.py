@@ -19,6 +19,7 @@ from ..lower import lower_network, lower_value
 from ..network import Network, analyze_for_data
 from ..program import Module, Program, SchemeInfo
 from ..sources import language_of, read
+from ..spaces import named_spaces
 from .errors import RunError
 
 if TYPE_CHECKING:  # the runtime (and torch) is imported only when a run starts
@@ -83,6 +84,7 @@ def plan_run(scheme_path: str, scheme_name: str | None, net_override: str | None
             exit_code=2,
         )
     info = module.schemes[scheme_name]
+    _refuse_spaces(info)
     if net_override is not None:
         net_path = net_override
     elif info.net_path is not None:
@@ -92,6 +94,17 @@ def plan_run(scheme_path: str, scheme_name: str | None, net_override: str | None
             f'scheme {scheme_name} names no network: add `net = "file.net"` or pass --net', exit_code=2
         )
     return _with_network(scheme_path, info, module, net_path)
+
+
+def _refuse_spaces(info: SchemeInfo) -> None:
+    spaces = named_spaces(info.built.args)
+    if spaces:
+        names = ", ".join(name for name, _ in spaces)
+        raise RunError(
+            f"scheme {info.node.name} holds search spaces ({names}): `daic tune` runs a study that chooses "
+            "their values; `daic run` trains a scheme of single values",
+            exit_code=2,
+        )
 
 
 def _with_network(scheme_path: str, info: SchemeInfo, module: Module, net_path: str) -> Plan:

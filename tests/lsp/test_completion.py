@@ -93,7 +93,7 @@ async def test_qualified_names_from_an_aliased_import(editor, tmp_path):
 async def test_statement_keywords_and_imports(editor, tmp_path):
     text = "let a = 1\n"
     labels = await labels_at(editor, tmp_path / "m.dai", text + "sc", "sc")
-    assert labels == ["import", "let", "scheme"]
+    assert labels == ["import", "let", "scheme", "study"]
     labels = await labels_at(editor, tmp_path / "n.dai", "import ", "import ")
     assert {"stdlib.goals", "stdlib.schemes"} <= set(labels)
     text = "import stdlib.schemes\nscheme Mine extends \n"
@@ -154,3 +154,23 @@ async def test_dotted_items_replace_the_whole_qualified_prefix(editor, tmp_path)
     edits = await edits_at(editor, tmp_path / "t.dai", text)
     assert edits["Baseline"] == (editor.range(text, len(text) - 2, len(text)), "Baseline")
     assert not any(label.endswith("=") for label in edits)  # no keywords after a qualifier
+
+
+async def test_study_fields_scheme_names_and_search_spaces(editor, tmp_path):
+    scheme = "scheme S {\n    data = Digits\n}\n"
+    labels = await labels_at(editor, tmp_path / "s1.dai", scheme + "study T tunes \n", "tunes ")
+    assert labels == ["S"]
+    text = scheme + "study T tunes S {\n    trials = 4\n    \n}\n"
+    labels = await labels_at(editor, tmp_path / "s2.dai", text, "trials = 4\n    ")
+    assert {"objectives", "sampler", "pruner", "validation"} <= set(labels)
+    assert "trials" not in labels and "epsilon" not in labels  # a study's fields, not a scheme's
+    text = scheme + "study T tunes S {\n    sampler = \n}\n"
+    labels = await labels_at(editor, tmp_path / "s3.dai", text, "sampler = ")
+    assert {"TPE", "NSGAII", "Random", "Grid"} <= set(labels) and "Adam" not in labels
+    # Where a Float goes, the spaces that give one; Choice wherever a value goes.
+    text = "let o = Adam(lr=\n"
+    labels = await labels_at(editor, tmp_path / "s4.dai", text, "lr=")
+    assert {"Range", "LogRange", "IntRange", "Choice"} <= set(labels)
+    text = "let g = Mix(Point, \n"
+    labels = await labels_at(editor, tmp_path / "s5.dai", text, "Mix(Point, ")
+    assert "Choice" in labels and not {"Range", "LogRange", "IntRange"} & set(labels)

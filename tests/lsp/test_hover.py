@@ -147,3 +147,18 @@ async def test_a_path_too_long_costs_the_document_neither_diagnostics_nor_hover(
     hover = await hover_at(editor, uri, text, "Mix(", 1)
     editor.close(uri)
     assert "Mix(g1: Goal, g2: Goal, weight: Schedule) -> Goal" in hover.contents.value
+
+
+async def test_study_fields_and_search_spaces_show_their_documentation(editor, tmp_path):
+    text = (
+        "scheme S {\n    data = Digits\n    epsilon = Range(0.05, 0.2)\n}\n\n"
+        "study T tunes S {\n    trials = 4\n    objectives = [Accuracy]\n}\n"
+    )
+    uri = await editor.open(tmp_path / "study.dai", text)
+    field = (await hover_at(editor, uri, text, "trials")).contents.value
+    assert "trials: Int = 20" in field and "study field" in field and "How many trials" in field
+    space = (await hover_at(editor, uri, text, "Range")).contents.value
+    assert "Range(low: Float, high: Float) -> Float" in space and "search space" in space
+    scheme = (await hover_at(editor, uri, text, "S {\n    trials")).contents.value
+    assert "scheme S" in scheme
+    editor.close(uri)
