@@ -173,13 +173,11 @@ def plot_front(report: StudyReport) -> bytes:
         color="C3",
         label="Pareto front",
     )
+    labels: dict[tuple[float, float], list[str]] = {}  # trials that reached the same point share a label
     for r in front:
-        axes.annotate(
-            str(r["trial"]),
-            (r["values"][x_name], r["values"][y_name]),
-            textcoords="offset points",
-            xytext=(4, 4),
-        )
+        labels.setdefault((r["values"][x_name], r["values"][y_name]), []).append(str(r["trial"]))
+    for k, (point, numbers) in enumerate(labels.items()):  # above and below in turn, for close points
+        axes.annotate(", ".join(numbers), point, textcoords="offset points", xytext=(4, 6 if k % 2 else -14))
     axes.set(
         xlabel=f"{x_name} % (validation)", ylabel=f"{y_name} % (validation)", title="Trials of the study"
     )
