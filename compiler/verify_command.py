@@ -102,6 +102,7 @@ def verify(
         seen[0] += 1
         display(counts, n, (seen[0] - len(done)) / max(1e-9, time.perf_counter() - started))
 
+    # CPU: the test set is held on the host; these pick the images to certify from it
     index = torch.tensor(todo, dtype=torch.long)
     try:
         certify(exact, steps, data.test_x[index], data.test_y[index], epsilon, data.value_range,

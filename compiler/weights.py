@@ -164,6 +164,7 @@ def export_onnx(model, input_shape: tuple[int, ...], path: Path) -> float:
     from daic.runtime.layers.normalization import fold_batch_norms
 
     model = fold_batch_norms(model)  # test-time BatchNorm is affine: folded into the layer before it
+    # CPU: the network is exported from the host, where its checkpoint was loaded
     example = torch.rand(2, *input_shape)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -201,6 +202,7 @@ def _compare_with_onnxruntime(model, path: Path, input_shape: tuple[int, ...]) -
     except ImportError:
         return -1.0
     session = onnxruntime.InferenceSession(str(path))
+    # CPU: onnxruntime runs on the host, beside the exported network
     probe = torch.rand(5, *input_shape)
     ours = model(probe).detach().numpy()
     theirs = session.run(None, {session.get_inputs()[0].name: probe.numpy()})[0]

@@ -82,6 +82,7 @@ class Batch:
     best: Tensor = field(init=False)  # the best lower bound of each image's least margin so far
 
     def __post_init__(self) -> None:
+        # CPU: each image's best margin so far, host bookkeeping read and written one image at a time
         self.best = torch.full((len(self.outcomes),), -torch.inf, dtype=torch.float64)
         if self.inner_lower is None:
             self.inner_lower, self.inner_upper = self.lower, self.upper
@@ -197,10 +198,12 @@ def _certify_batch(model: nn.Module, steps: Sequence[Step], batch: Batch) -> lis
     outcomes = batch.outcomes
     started = time.perf_counter()
     margins = least_margins(model, batch.x, batch.y)
+    # CPU: image numbers, read on the host; a CUDA tensor may be indexed by them as they are
     everyone = torch.arange(len(outcomes))
     falsify(batch, everyone, batch.x, margins, CLEAN)
     _charge(outcomes, everyone, time.perf_counter() - started)
     for step in steps:
+        # CPU: image numbers, read on the host; a CUDA tensor may be indexed by them as they are
         pending = torch.tensor([i for i, o in enumerate(outcomes) if o.status == "unknown"], dtype=torch.long)
         if len(pending) == 0:
             break

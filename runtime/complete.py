@@ -165,7 +165,7 @@ class BranchAndBound(Step):
                 for sign in (1, -1):
                     signs = {k: v.clone() for k, v in domain.signs.items()}
                     if node not in signs:
-                        signs[node] = torch.zeros(root.scores[0][node].shape, dtype=torch.int8)
+                        signs[node] = torch.zeros_like(root.scores[0][node], dtype=torch.int8)
                     signs[node].view(-1)[neuron] = sign
                     children.append(Subdomain(domain.bound, counter, signs, domain.depth + 1, domain.warm))
                     counter += 1
@@ -227,6 +227,7 @@ class BranchAndBound(Step):
         points = batch.attacker.pgd(lower, upper, y, ATTACK_STEPS, generator)
         margins = least_margins(model, points, y)
         worst = int(margins.argmin())
+        # CPU: image numbers, read on the host; a CUDA tensor may be indexed by them as they are
         falsify(batch, torch.tensor([i]), points[worst : worst + 1], margins[worst : worst + 1], self.label)
         return batch.outcomes[i].status == "falsified"
 
@@ -234,6 +235,7 @@ class BranchAndBound(Step):
         """Runs the network on the subdomains' candidate points; a misclassified one falsifies image i."""
         margins = least_margins(model, bounded.corners, batch.y[i : i + 1].expand(len(bounded.corners)))
         worst = int(margins.argmin())
+        # CPU: image numbers, read on the host; a CUDA tensor may be indexed by them as they are
         falsify(batch, torch.tensor([i]), bounded.corners[worst : worst + 1], margins[worst : worst + 1],
                 self.label)  # fmt: skip
         return batch.outcomes[i].status == "falsified"
@@ -269,7 +271,9 @@ class BranchAndBound(Step):
             best, recorded, ended = found
         infeasible = output.analysis.infeasible.clone()
         worst = best.argmin(1)
-        on_input = recorded[value.id].A[torch.arange(n), worst]  # (N, *input) the worst row at the input
+        on_input = recorded[value.id].A[
+            torch.arange(n, device=worst.device), worst
+        ]  # (N, *input) the worst row at the input
         corners = torch.where(on_input > 0, lower, upper)
         scores = [_scores(relus, recorded, best, k) for k in range(n)]
         relu_inputs = {node.parents[0].id: node.parents[0].bounds() for node in relus}
@@ -298,7 +302,7 @@ class BranchAndBound(Step):
                  if node.parents[0].id in splits}  # fmt: skip
         betas = {
             key: _warm_started(
-                torch.zeros((n, s, *sign.shape[1:]), dtype=rows.A.dtype),
+                torch.zeros((n, s, *sign.shape[1:]), dtype=rows.A.dtype, device=rows.A.device),
                 [None if w is None else w.betas.get(key) for w in warm],
             )
             for key, sign in signs.items()
@@ -449,34 +453,41 @@ def exact_leaf(
             if chosen.numel() == 0:
                 continue
             node = nodes[node_id]
-            eye = torch.zeros((1, chosen.numel(), node.shape[1:].numel()), dtype=lower.dtype)
-            eye[0, torch.arange(chosen.numel()), chosen] = 1
+            chosen = chosen.to(lower.device)
+            eye = torch.zeros(
+                (1, chosen.numel(), node.shape[1:].numel()), dtype=lower.dtype, device=lower.device
+            )
+            eye[0, torch.arange(chosen.numel(), device=lower.device), chosen] = 1
             a, c = _affine(node, value, Dense(eye.reshape(1, chosen.numel(), *node.shape[1:])))
             s = sign.flatten()[chosen].to(lower.dtype)
             relu = next(n for n in nodes.values() if n.parents and n.parents[0].id == node_id)
             constraints.append((relu, chosen, -(s[:, None] * a), s * c))  # s (a x + c) >= 0
         rows = _margin_rows(y, output.shape[1], lower.dtype, open_rows)
         objective, offset = _affine(output, value, rows)
-    a_ub = torch.cat([c[2] for c in constraints]).numpy() if constraints else None
-    b_ub = torch.cat([c[3] for c in constraints]).numpy() if constraints else None
+    # The linear programs are solved by SciPy, on the host.
+    a_ub = torch.cat([c[2] for c in constraints]).cpu().numpy() if constraints else None
+    b_ub = torch.cat([c[3] for c in constraints]).cpu().numpy() if constraints else None
     bounds = list(zip(lower.flatten().tolist(), upper.flatten().tolist(), strict=True))
     duals = []
     for r in range(objective.shape[0]):
-        program = linprog(objective[r].numpy(), A_ub=a_ub, b_ub=b_ub, bounds=bounds, method="highs")
+        program = linprog(objective[r].cpu().numpy(), A_ub=a_ub, b_ub=b_ub, bounds=bounds, method="highs")
         if program.status == 2:  # infeasible: no input follows the splits
             return float("inf")
         if program.status != 0:
             return None
         if float(program.fun) + float(offset[r]) <= 0:
-            point = torch.tensor(program.x, dtype=lower.dtype).reshape(lower.shape)
+            point = torch.tensor(program.x, dtype=lower.dtype, device=lower.device).reshape(lower.shape)
             point = torch.maximum(
                 torch.minimum(point, batch.inner_upper[i : i + 1]), batch.inner_lower[i : i + 1]
             )
             margins = least_margins(model, point, y)
+            # CPU: image numbers, read on the host; a CUDA tensor may be indexed by them as they are
             falsify(batch, torch.tensor([i]), point, margins, by)
             return float(margins[0]) if batch.outcomes[i].status == "falsified" else None
         duals.append(
-            torch.zeros(0) if a_ub is None else torch.tensor(-program.ineqlin.marginals).clamp(min=0)
+            torch.zeros(0, device=lower.device)
+            if a_ub is None
+            else torch.tensor(-program.ineqlin.marginals, device=lower.device).clamp(min=0)
         )
     # The certificate: beta-CROWN with the programs' multipliers, in the domain's own rounding.
     value = Symbolic.input(lower, upper, crown=True, splits=splits)
@@ -488,7 +499,7 @@ def exact_leaf(
     relus = {n.parents[0].id: n for n in output.ancestors() if isinstance(n.layer, ReLU)}
     for relu, chosen, *_ in constraints:
         node = relus[relu.parents[0].id]
-        beta = torch.zeros((1, len(duals), *node.shape[1:]), dtype=lower.dtype)
+        beta = torch.zeros((1, len(duals), *node.shape[1:]), dtype=lower.dtype, device=lower.device)
         for r, dual in enumerate(duals):
             beta[0, r].view(-1)[chosen] = dual[start : start + len(chosen)].to(lower.dtype)
         how.betas[node.id] = beta

@@ -51,7 +51,7 @@ class TensorData:
         machine and run) becomes the test set, the rest the training set; the test set is not read."""
         n = len(self.train_y)
         held = min(n - 1, max(1, round(share * n)))
-        # The split's own generator, on the CPU where the loaded tensors are: the split is data, not training.
+        # CPU: the split's own generator, where the loaded tensors are: the split is data, not training
         order = torch.randperm(n, generator=torch.Generator().manual_seed(0))
         test, train = order[:held].sort().values, order[held:].sort().values
         return TensorData(
@@ -185,6 +185,7 @@ class Digits(Dataset):
         from sklearn.datasets import load_digits
 
         bunch = load_digits()
+        # CPU: a data set is read and held on the host; batches move to the device as they are used
         images = torch.tensor(bunch.images, dtype=torch.float32)[:, None] / 16.0
         labels = torch.tensor(bunch.target, dtype=torch.int64)
         order = torch.randperm(len(labels), generator=torch.Generator().manual_seed(0))
@@ -205,6 +206,7 @@ def _folder(root: str | None, name: str) -> Path:
 
 def _to_images(array, layout: str) -> Tensor:
     """uint8 images to float32 (N, C, H, W) in [0, 1]."""
+    # CPU: a data set is read and held on the host; batches move to the device as they are used
     tensor = torch.as_tensor(np.asarray(array))
     if layout == "NHW":
         tensor = tensor[:, None]
@@ -269,6 +271,7 @@ class _Torchvision(Dataset):
 
     @staticmethod
     def _labels(split) -> Tensor:
+        # CPU: a data set is read and held on the host; batches move to the device as they are used
         return torch.as_tensor(np.asarray(split.targets), dtype=torch.int64)
 
     def _read(self, root: str | None, download: bool) -> TensorData:
@@ -332,6 +335,7 @@ class SVHN(_Torchvision):
 
     @staticmethod
     def _labels(split) -> Tensor:
+        # CPU: a data set is read and held on the host; batches move to the device as they are used
         return torch.as_tensor(np.asarray(split.labels), dtype=torch.int64)
 
 
@@ -346,6 +350,7 @@ def _some(names: Sequence[str], shown: int = 5) -> str:
 def _shuffled(samples: list[tuple[str, int]]) -> list[tuple[str, int]]:
     """The samples in a fixed shuffled order (seed 0, the same on every machine): files are found sorted by
     class, and `subset` should take some of every class, as it does from the other data sets."""
+    # CPU: a data set is read and held on the host; batches move to the device as they are used
     order = torch.randperm(len(samples), generator=torch.Generator().manual_seed(0))
     return [samples[i] for i in order.tolist()]
 
@@ -380,6 +385,7 @@ class _ImageFiles(Dataset):
         train, test = (_shuffled(split) for split in self._samples(folder, download))
         if self.subset:  # decode only the images used (`load` cuts the others' tensors the same way)
             train, test = train[: self.subset], test[: max(1, self.subset // 5)]
+        # CPU: a data set is read and held on the host; batches move to the device as they are used
         data = TensorData(
             self._decode([path for path, _ in train]),
             torch.tensor([label for _, label in train], dtype=torch.int64),
@@ -442,6 +448,7 @@ class _ImageFiles(Dataset):
         from PIL import Image
 
         channels, height, width = self.image
+        # CPU: a data set is read and held on the host; batches move to the device as they are used
         out = torch.empty((len(paths), channels, height, width), dtype=torch.float32)
         slots = out.numpy()  # the same memory: numpy writes each image in place, without a temporary
         mode = "L" if channels == 1 else "RGB"
@@ -611,6 +618,7 @@ def batches(
 ) -> Iterator[tuple[Tensor, Tensor]]:
     """Batches of (x, y) in a shuffled order (when a generator is given) or in order."""
     n = len(y) if indices is None else len(indices)
+    # CPU: an order of host-held images; a CUDA tensor may be indexed by it as it is
     order = torch.randperm(n, generator=generator) if generator is not None else torch.arange(n)
     if indices is not None:
         order = indices[order]

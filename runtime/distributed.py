@@ -224,6 +224,8 @@ def gather(source: Tensor, pick: Tensor, device: torch.device) -> Tensor:
     """
     if device.type != "cuda":
         return source[pick].to(device)
-    staged = torch.empty((len(pick), *source.shape[1:]), dtype=source.dtype, pin_memory=True)
+    staged = torch.empty(
+        (len(pick), *source.shape[1:]), dtype=source.dtype, pin_memory=True
+    )  # CPU: pinned, to copy from
     torch.index_select(source, 0, pick, out=staged)
     return staged.to(device, non_blocking=True)

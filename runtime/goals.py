@@ -57,6 +57,7 @@ class Part:
 
 def _noise(like: Tensor, env: GoalEnv, kind: str) -> Tensor:
     shape = like.shape
+    # CPU: drawn from the step's CPU generator, so that runs reproduce on any device; moved below
     if kind == "normal":
         sample = torch.randn(shape, generator=env.generator, dtype=like.dtype)
     else:

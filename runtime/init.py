@@ -49,6 +49,7 @@ def ibp_init_(net: nn.Module, seed: int | None = 0, generator: torch.Generator |
     for i, layer in enumerate(layers):
         weight = layer.weight
         fan_in = _fan_in(weight)
+        # CPU: drawn in float64 from the seed's CPU generator, the same on any device; copied into the weight
         if i < len(layers) - 1:
             std = math.sqrt(2 * math.pi) / fan_in
             values = torch.randn(weight.shape, generator=generator, dtype=torch.float64) * std

@@ -77,11 +77,15 @@ def _balance(centre: Tensor, lower: Tensor, upper: Tensor) -> Tensor:
     deviation = (centre - centre.mean()) ** 2
     var_active, var_inactive = (deviation * active).sum(), (deviation * inactive).sum()
     loss = centre.new_zeros(())
-    for ratio in (mean_active / -mean_inactive, var_active / var_inactive):
-        if not bool(torch.isfinite(ratio)):  # no neuron of a kind: nothing to balance
-            continue
-        ratio = torch.minimum(ratio, 1 / ratio)
-        loss = loss + F.relu(TAU - ratio) / TAU
+    for num, den in ((mean_active, -mean_inactive), (var_active, var_inactive)):
+        # No neuron of a kind (den = 0, the ratio not finite): nothing to balance. Chosen on the device, not
+        # by a branch on the host, which would wait for the GPU every step; the ratio is taken over a
+        # denominator that is never 0, so that the term left out passes no NaN to the gradient either.
+        safe_den = torch.where(den != 0, den, torch.ones_like(den))
+        defined = (den != 0) & torch.isfinite(num / safe_den)
+        ratio = torch.where(defined, num / safe_den, torch.ones_like(num))
+        term = F.relu(TAU - torch.minimum(ratio, 1 / ratio)) / TAU
+        loss = loss + torch.where(defined, term, torch.zeros_like(term))
     return loss
 
 

@@ -245,6 +245,7 @@ class Trainer:
         lr = scheme.lr.apply(self.optimizer, base_lr, epoch) if scheme.lr else base_lr
         generator = epoch_generator(scheme.seed, epoch)
         n = len(data.train_y)
+        # CPU: the epoch's order from its CPU generator (the same on any device), picking from host data
         mine = shard(torch.randperm(n, generator=generator), group.rank, group.world)
         steps = math.ceil(len(mine) / self.local_batch)
         draws = GlobalDraws(generator, group.rank, group.world) if group.active else None

@@ -154,6 +154,7 @@ class Normalize(AbstractMixin, nn.Module):
             raise ValueError(f"Normalize: {len(mean)} means but {len(std)} stds")
         if any(s == 0 for s in std):
             raise ValueError("Normalize: std must be nonzero")
+        # CPU: a module's buffers are made on the host; moving the module moves them
         self.register_buffer("mean", torch.tensor([float(v) for v in mean]))
         self.register_buffer("std", torch.tensor([float(v) for v in std]))
 

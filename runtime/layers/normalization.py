@@ -39,6 +39,7 @@ class BatchNorm(AbstractMixin, nn.Module):
     def __init__(self, features: int, eps: float = 1e-5, momentum: float = 0.1) -> None:
         super().__init__()
         self.features, self.eps, self.momentum = int(features), float(eps), float(momentum)
+        # CPU: a module's parameters and buffers are made on the host; moving the module moves them
         self.weight = nn.Parameter(torch.ones(self.features))
         self.bias = nn.Parameter(torch.zeros(self.features))
         self.register_buffer("running_mean", torch.zeros(self.features))
@@ -63,9 +64,11 @@ class BatchNorm(AbstractMixin, nn.Module):
     @torch.no_grad()
     def _update_running(self, mean: Tensor, var: Tensor, n: int) -> None:
         self.num_batches_tracked += 1
-        rate = 1.0 / int(self.num_batches_tracked) if self.cumulative else self.momentum
+        # Precise-BN's 1/n as a tensor on the device: `int(num_batches_tracked)` would wait for the GPU.
+        dtype = self.running_mean.dtype
+        rate = (1.0 / self.num_batches_tracked).to(dtype) if self.cumulative else self.momentum
         unbiased = var * (n / max(1, n - 1))
-        self.running_mean.lerp_(mean.to(self.running_mean.dtype), rate)
+        self.running_mean.lerp_(mean.to(dtype), rate)
         self.running_var.lerp_(unbiased.to(self.running_var.dtype), rate)
 
     def statistics(self, x: Tensor | None) -> tuple[Tensor, Tensor]:

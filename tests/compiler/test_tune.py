@@ -194,8 +194,7 @@ def test_a_trial_of_a_choice_of_networks_names_the_chosen_file_from_the_study_fo
         (tmp_path / "nets" / name).write_text((STDLIB / "nets" / "digits_ffnn.net").read_text())
     study = tmp_path / "study.dai"
     study.write_text(
-        STUDY.replace('net = "%s"', 'net = Choice(["nets/a.net", "nets/b.net"])')
-        % (1, "[Accuracy]", "Grid")
+        STUDY.replace('net = "%s"', 'net = Choice(["nets/a.net", "nets/b.net"])') % (1, "[Accuracy]", "Grid")
     )
     plan = plan_study(str(study), None, str(tmp_path / "deep" / "out"), None)
     assert [name for name, _ in plan.spaces] == ["net", "goal.weight", "lr"]

@@ -374,3 +374,43 @@ def test_outcomes_of_a_cascade_with_a_search_are_handed_on_every_few_images():
     # The first images are handed on after the first batch's search, before any later batch's.
     assert searched[:COMPLETE_BATCH] == [1] * COMPLETE_BATCH
     assert searched[-1] == len(seen) >= 25 // COMPLETE_BATCH
+
+
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+
+
+@CUDA
+def test_branch_and_bound_on_cuda_decides_as_on_the_cpu():
+    net = blob_network(0)
+    x = torch.rand(12, 2, generator=torch.Generator().manual_seed(10), dtype=torch.float64)
+    with torch.no_grad():
+        y = net(x).argmax(1)
+    search = [BranchAndBound(timeout=30, batch=4)]
+    on_cpu = certify(net, search, x, y, EPS, (0.0, 1.0))
+    on_gpu = certify(net.cuda(), search, x.cuda(), y.cuda(), EPS, (0.0, 1.0))
+    assert [o.status for o in on_gpu] == [o.status for o in on_cpu]
+
+
+@CUDA
+def test_a_subdomain_with_every_neuron_split_is_decided_on_cuda_as_on_the_cpu():
+    """Its linear programs are solved on the host: the leaf's rows come back from the GPU for them (the
+    leaf failed on CUDA tensors before)."""
+    from daic.runtime.complete import exact_leaf
+
+    net = blob_network(2, width=3)
+    x = torch.tensor([[0.45, 0.5]], dtype=torch.float64)
+    y = net(x).argmax(1)
+    results = {}
+    for device in ("cpu", "cuda"):
+        net, x, y = net.to(device), x.to(device), y.to(device)
+        lower, upper = (x - 0.3).clamp(0, 1), (x + 0.3).clamp(0, 1)
+        output = net.abstract(Symbolic.input(lower, upper), AbstractContext())
+        inputs = [node.parents[0].id for node in output.ancestors() if isinstance(node.layer, ReLU)][::-1]
+        found = []
+        for pattern in itertools.product([1, -1], repeat=6):
+            signs = {inputs[0]: torch.tensor(pattern[:3], dtype=torch.int8, device=device),
+                     inputs[1]: torch.tensor(pattern[3:], dtype=torch.int8, device=device)}  # fmt: skip
+            batch = Batch(x, y, lower, upper, [Outcome(0, int(y[0]))])
+            found.append(exact_leaf(net, batch, 0, signs, "test"))
+        results[device] = found
+    assert results["cuda"] == pytest.approx(results["cpu"], abs=1e-9)
