@@ -620,16 +620,17 @@ def export(
 
     from .lower import lower_dataset
     from .run import RunError
-    from .vnnlib import write_properties
+    from .vnnlib import check_properties_folder, write_properties
     from .weights import certified_epsilon, export_onnx, load_trained
 
     if onnx_path is None and vnnlib_dir is None:
         _fail("export: pass --onnx FILE, --vnnlib DIR, or both", 2)
     try:
         model, state, built, network = load_trained(net, weights, dataset)
-        if vnnlib_dir is not None:  # the data and the radius first: a mistake there writes nothing
+        if vnnlib_dir is not None:  # the data, radius and folder first: a mistake there writes nothing
             epsilon = certified_epsilon(state, eps)
             data = lower_dataset(built).load(data_root, download)
+            check_properties_folder(Path(vnnlib_dir), None if onnx_path is None else Path(onnx_path))
         if onnx_path is not None:
             difference = export_onnx(model, network.input_shape, Path(onnx_path))
             message = f"wrote {onnx_path} (onnx checker passed"

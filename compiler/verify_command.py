@@ -126,7 +126,8 @@ class Record:
 
     def open(self, identity: dict[str, Any], resume: bool) -> dict[int, str]:
         """Checks the record is this certification's (or starts one) and returns the images it decided."""
-        if not resume and (self.path.exists() or self.sidecar.exists()):
+        # A record with no image in it (a certification that failed before its first) holds nothing to keep.
+        if not resume and (self.path.exists() or self.sidecar.exists()) and self.read():
             raise RunError(
                 f"{self.path} already holds a record: pass --resume to continue it, or choose another --out",
                 exit_code=2,
@@ -196,6 +197,10 @@ def summarize(rows: list[dict[str, Any]], identity: dict[str, Any]) -> dict[str,
     statuses = Counter(row["status"] for row in rows)
     by_domain = Counter(row["domain"] for row in rows if row["status"] == "verified")
     falsified_by = Counter(row["domain"] for row in rows if row["status"] == "falsified")
+    # Images the network does not classify: misclassified, or its output there is not a number.
+    unclassified = falsified_by[CLEAN] + sum(
+        row["status"] == "error" and row["domain"] == CLEAN for row in rows
+    )
     seconds = sum(row["seconds"] for row in rows)
     summary = {
         "images": n,
@@ -206,11 +211,11 @@ def summarize(rows: list[dict[str, Any]], identity: dict[str, Any]) -> dict[str,
         "verified_by": dict(by_domain),
         "falsified_by": dict(falsified_by),
         "verified_percent": 100.0 * statuses.get("verified", 0) / max(1, n),
-        "accuracy_percent": 100.0 * (n - falsified_by[CLEAN]) / max(1, n),
+        "accuracy_percent": 100.0 * (n - unclassified) / max(1, n),
         "seconds_per_image": seconds / max(1, len(rows)),
     }
     if Attack.label in identity["cascade"]:
-        attacked = falsified_by[CLEAN] + falsified_by[Attack.label]
+        attacked = unclassified + falsified_by[Attack.label]
         summary["attack_accuracy_percent"] = 100.0 * (n - attacked) / max(1, n)
     return summary
 

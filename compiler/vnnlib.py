@@ -84,7 +84,7 @@ def write_properties(
     says what the images are ("the MNIST test set"). The files are made in a temporary folder beside and
     moved in once all are written; an earlier export's files in `folder` are replaced, anything else there
     is refused, so nothing is left half-written or mixed."""
-    _check_replaceable(folder)
+    check_properties_folder(folder, onnx)
     try:
         folder.parent.mkdir(parents=True, exist_ok=True)
         work = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
@@ -131,12 +131,16 @@ def _previous_export(folder: Path) -> list[Path]:
     ]
 
 
-def _check_replaceable(folder: Path) -> None:
+def check_properties_folder(folder: Path, onnx: Path | None = None) -> None:
+    """Refuses a properties folder that holds files an export did not write; the network the same export
+    writes into it (`onnx`, and the weights file it names beside it) is the export's own."""
     if folder.exists() and not folder.is_dir():
         raise RunError(f"--vnnlib {folder} is a file: pass a folder for the properties", exit_code=2)
     if not folder.is_dir():
         return
     ours = set(_previous_export(folder))
+    if onnx is not None and onnx.parent.resolve() == folder.resolve():
+        ours |= {p for p in folder.iterdir() if p.name == onnx.name or p.name.startswith(onnx.name + ".")}
     others = sorted(p.name for p in folder.iterdir() if p not in ours)
     if others:
         listed = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")

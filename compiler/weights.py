@@ -3,6 +3,7 @@ reading of checkpoints that `--resume` shares with them."""
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import tempfile
@@ -87,7 +88,16 @@ def certified_epsilon(state: Mapping[str, Any], given: float | None) -> float:
     epsilon = given if given is not None else state.get("epsilon")
     if epsilon is None:
         raise RunError("the checkpoint does not say its epsilon: pass --eps", exit_code=2)
-    return float(epsilon)
+    try:
+        value = float(epsilon)
+    except (TypeError, ValueError):
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        # A NaN or infinite radius certifies nothing (and an infinite one makes the attack a no-op).
+        where = f"--eps {epsilon!r}" if given is not None else f"the checkpoint's epsilon, {epsilon!r},"
+        fix = "" if given is not None else ": pass --eps"
+        raise RunError(f"{where} is not a radius (a finite number above 0){fix}", exit_code=2)
+    return value
 
 
 def load_trained(net_path: str, weights: str, dataset: str | None):
@@ -166,6 +176,7 @@ def export_onnx(model, input_shape: tuple[int, ...], path: Path) -> float:
     model = fold_batch_norms(model)  # test-time BatchNorm is affine: folded into the layer before it
     # CPU: the network is exported from the host, where its checkpoint was loaded
     example = torch.rand(2, *input_shape)
+    model = _broadcast_normalizations(model, example)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         work = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
@@ -192,6 +203,47 @@ def export_onnx(model, input_shape: tuple[int, ...], path: Path) -> float:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return difference
+
+
+def _broadcast_normalizations(model, example):
+    """A copy of the network whose Normalize layers subtract and divide by constants of their input's whole
+    shape (1, C, H, W), not (1, C, 1, 1): auto_LiRPA's "patches" mode, alpha-beta-CROWN's default, fails on
+    the broadcast of a per-channel constant against a convolution's patches (`size of tensor a (25088) must
+    match the size of tensor b (28)` on MNIST ConvBig), and reads the whole-shape one. The same function."""
+    import copy
+
+    import torch
+    from torch import nn
+
+    from daic.runtime.layers.affine import Normalize
+
+    class Broadcast(nn.Module):
+        def __init__(self, layer: Normalize, shape: tuple[int, ...]) -> None:
+            super().__init__()
+            per_channel = (1, -1, *[1] * (len(shape) - 1))
+            self.register_buffer("mean", layer.mean.reshape(per_channel).expand(1, *shape).clone())
+            self.register_buffer("std", layer.std.reshape(per_channel).expand(1, *shape).clone())
+
+        def forward(self, x):
+            return (x - self.mean) / self.std
+
+    model = copy.deepcopy(model)
+    shapes: dict[int, tuple[int, ...]] = {}
+    layers = [m for m in model.modules() if isinstance(m, Normalize)]
+
+    def record(layer, args) -> None:  # a pre-hook that returns nothing leaves the input as it is
+        shapes.setdefault(id(layer), tuple(args[0].shape[1:]))
+
+    probes = [layer.register_forward_pre_hook(record) for layer in layers]
+    with torch.no_grad():
+        model(example)
+    for probe in probes:
+        probe.remove()
+    for parent in list(model.modules()):
+        for name, child in list(parent.named_children()):
+            if isinstance(child, Normalize) and id(child) in shapes:
+                setattr(parent, name, Broadcast(child, tuple(shapes[id(child)])))
+    return model
 
 
 def _compare_with_onnxruntime(model, path: Path, input_shape: tuple[int, ...]) -> float:

@@ -17,6 +17,7 @@ at batch speed and the expensive ones (branch and bound) see only the rest.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
@@ -200,6 +201,7 @@ def _certify_batch(model: nn.Module, steps: Sequence[Step], batch: Batch) -> lis
     margins = least_margins(model, batch.x, batch.y)
     # CPU: image numbers, read on the host; a CUDA tensor may be indexed by them as they are
     everyone = torch.arange(len(outcomes))
+    _refuse_not_a_number(outcomes, margins)
     falsify(batch, everyone, batch.x, margins, CLEAN)
     _charge(outcomes, everyone, time.perf_counter() - started)
     for step in steps:
@@ -220,6 +222,15 @@ def _certify_batch(model: nn.Module, steps: Sequence[Step], batch: Batch) -> lis
         if outcome.status == "unknown" and bool(torch.isfinite(batch.best[i])):
             outcome.margin = float(batch.best[i])
     return outcomes
+
+
+def _refuse_not_a_number(outcomes: list[Outcome], margins: Tensor) -> None:
+    """An image where the network's output is not a number (NaN weights, an overflow) is an error: it is
+    neither classified nor misclassified, and no bound over its box means anything."""
+    for outcome, margin in zip(outcomes, margins.tolist(), strict=True):
+        if math.isnan(margin):
+            outcome.status, outcome.by = "error", CLEAN
+            outcome.message = "the network's output at the image is not a number (NaN): nothing to certify"
 
 
 def _charge(outcomes: list[Outcome], images: Tensor, seconds: float) -> None:

@@ -184,7 +184,7 @@ class BranchAndBound(Step):
                                   y.expand(n), [c.signs for c in children], batch.relu, deadline,
                                   prior=root.relu_inputs, open_rows=open_rows,
                                   warm=[c.warm for c in children])  # fmt: skip
-            if self._falsified(model, batch, i, bounded):
+            if self._falsified(model, batch, i, bounded) or _not_a_number(batch, i, bounded.lower):
                 return
             for k, child in enumerate(children):
                 # A child's box lies in its parent's: the parent's bound holds on it too.
@@ -207,7 +207,7 @@ class BranchAndBound(Step):
     def _decided(self, model: nn.Module, batch: Batch, i: int, root: Bounded) -> bool:
         """Whether the root's bounds decide image i: a candidate point falsifies it, or every margin is
         proved (or the root is infeasible)."""
-        if self._falsified(model, batch, i, root):
+        if self._falsified(model, batch, i, root) or _not_a_number(batch, i, root.lower):
             return True
         if bool(root.infeasible[0]) or float(root.lower.min()) > 0:
             outcome = batch.outcomes[i]
@@ -307,10 +307,12 @@ class BranchAndBound(Step):
             )
             for key, sign in signs.items()
         }
-        groups = [{"params": list(alphas.values()), "lr": self.lr_alpha}]
+        groups = [{"params": list(alphas.values()), "lr": self.lr_alpha}] if alphas else []
         if betas:
             groups.append({"params": list(betas.values()), "lr": self.lr_beta})
-        optimizer = torch.optim.Adam(groups)
+        if not groups:  # no ReLU to relax: CROWN's bound is the network's exact range, nothing to optimise
+            steps = 0
+        optimizer = torch.optim.Adam(groups) if groups else None
         kept_alphas = {key: a.detach().clone() for key, a in alphas.items()}
         kept_betas = {key: b.detach().clone() for key, b in betas.items()}
         for _ in range(steps):
@@ -422,6 +424,17 @@ def _alpha_bounds(
         low[at, neurons] = torch.maximum(low[at, neurons], best[at, row])
         up[at, neurons] = torch.minimum(up[at, neurons], -best[at, k + row])
     return low.reshape(node.shape), up.reshape(node.shape)
+
+
+def _not_a_number(batch: Batch, i: int, lower: Tensor) -> bool:
+    """Marks image i an error when a bound over its box is not a number (an overflow in the network):
+    neither a proof nor a counterexample can come of it, and splitting would only repeat it."""
+    if not bool(torch.isnan(lower).any()):
+        return False
+    outcome = batch.outcomes[i]
+    outcome.status, outcome.margin = "error", None
+    outcome.message = "a bound over the image's box is not a number (NaN): the network overflows there"
+    return True
 
 
 @torch.no_grad()

@@ -34,12 +34,18 @@ class Test:
         return default
 
 
+def correct(logits: Tensor, y: Tensor) -> Tensor:
+    """Which images the logits classify as labelled: the label scores highest, and every score is a number
+    (argmax would take a NaN for the highest score, and call a broken network right)."""
+    return (logits.argmax(1) == y) & torch.isfinite(logits).all(1)
+
+
 class Accuracy(Test):
     column = "Acc"
 
     def passed(self, model, x, y, lower, upper, relu):
         with torch.no_grad():
-            return model(x).argmax(1) == y
+            return correct(model(x), y)
 
 
 class MIFGSM(Test):
@@ -51,7 +57,7 @@ class MIFGSM(Test):
     def passed(self, model, x, y, lower, upper, relu):
         adv = mifgsm(model, x, lower, upper, y, self.k, self.mu, self.step)
         with torch.no_grad():
-            return model(adv).argmax(1) == y
+            return correct(model(adv), y)
 
 
 class PGD(Test):
@@ -64,7 +70,7 @@ class PGD(Test):
         generator = torch.Generator().manual_seed(0)
         adv = pgd(model, lower, upper, y, self.k, self.step, self.restarts, generator)
         with torch.no_grad():
-            return model(adv).argmax(1) == y
+            return correct(model(adv), y)
 
 
 class Verify(Test):

@@ -180,6 +180,8 @@ def optimized_lower(
     if steps == 0 or bool((best > 0).all()):
         return best
     alphas = _initial_slopes(output, rows.rows)
+    if not alphas:  # no ReLU to relax: CROWN's bound is the network's exact range, nothing to optimise
+        return best
     optimizer = torch.optim.Adam(list(alphas.values()), lr=lr)
     schedule = torch.optim.lr_scheduler.ExponentialLR(optimizer, 0.98)
     how = Backward(alphas)

@@ -414,3 +414,47 @@ def test_a_subdomain_with_every_neuron_split_is_decided_on_cuda_as_on_the_cpu():
             found.append(exact_leaf(net, batch, 0, signs, "test"))
         results[device] = found
     assert results["cuda"] == pytest.approx(results["cpu"], abs=1e-9)
+
+
+def test_a_network_without_a_relu_is_decided_exactly_by_alpha_crown_and_branch_and_bound():
+    """Affine networks have nothing to relax: CROWN's bound is their exact least margin, which alpha-CROWN
+    and the search keep (they had no slope to optimise, and answered `error` for every image)."""
+    from daic.runtime.verification import AlphaCROWNDomain
+
+    torch.manual_seed(0)
+    net = Sequential(Linear(4, 3)).double()
+    x = torch.rand(16, 4, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    with torch.no_grad():
+        y = net(x).argmax(1)
+    weight, bias = net[0].weight.detach(), net[0].bias.detach()
+    for steps in ([Bounds(AlphaCROWNDomain())], [BranchAndBound(timeout=10)]):
+        for outcome, xi, yi in zip(certify(net, steps, x, y, 0.3, (0.0, 1.0)), x, y, strict=True):
+            lower, upper = (xi - 0.3).clamp(0, 1), (xi + 0.3).clamp(0, 1)
+            centre, radius = (lower + upper) / 2, (upper - lower) / 2
+            rows = weight[yi] - weight  # (3, 4): y_t - y_j as a function of x
+            least = min(
+                float(r @ centre - r.abs() @ radius + bias[yi] - bias[j])
+                for j, r in enumerate(rows)
+                if j != yi
+            )
+            assert outcome.status != "error", outcome.record()
+            complete = steps[0].label != "AlphaCROWN"  # the search falsifies; a bound leaves it open
+            expected = "verified" if least > 0 else "falsified" if complete else "unknown"
+            assert outcome.status == expected, (outcome.record(), least)
+            if outcome.status == "verified":
+                assert outcome.margin == pytest.approx(least, abs=1e-9)
+
+
+def test_a_search_whose_bounds_are_not_numbers_ends_in_an_error_at_once():
+    """A box where the network overflows (inf - inf) gives NaN bounds: no proof and no counterexample come
+    of them, and the search stops instead of splitting until its time limit."""
+    net = Sequential(Linear(1, 2), ReLU(), Linear(2, 2)).double()
+    with torch.no_grad():
+        net[0].weight.copy_(torch.tensor([[1e308], [1e308]]))
+        net[0].bias.zero_()
+        net[2].weight.copy_(torch.tensor([[1.0, -1.0], [-1.0, 1.0]]))
+        net[2].bias.copy_(torch.tensor([1.0, 0.0]))
+    x, y = torch.zeros(1, 1, dtype=torch.float64), torch.tensor([0])  # finite at the image itself
+    (outcome,) = certify(net, [BranchAndBound(timeout=60, root_steps=0)], x, y, 5.0, (0.0, 10.0))
+    # An error, not `unknown` at the time limit (where it ended before, after splitting for 60 s).
+    assert outcome.status == "error" and "not a number (NaN)" in outcome.message, outcome.record()
