@@ -498,7 +498,12 @@ def _start_dashboard(storage: str) -> None:
 @click.argument("net", metavar="NET.net", type=click.Path(dir_okay=False))
 @click.option("--weights", required=True, type=click.Path(dir_okay=False), help="A checkpoint of `daic run`.")
 @click.option(
-    "--eps", type=click.FloatRange(min=0, min_open=True), help="Radius (default: the run's epsilon)."
+    "--eps",
+    multiple=True,
+    metavar="EPS",
+    help="Radius (default: the run's epsilon). Given several times, or as START:STOP:COUNT, a curve: each "
+    "radius certified in a record of its own, and accuracy, PGD accuracy and certified accuracy against "
+    "epsilon printed and drawn (NAME.curve.png beside the record).",
 )
 @click.option(
     "--domain",
@@ -544,8 +549,9 @@ def verify(ctx: click.Context, **options) -> None:
     """Certify a trained network's test set image by image and keep a record of each."""
     from daic.runtime.data import DataError
 
+    from .curve import radii, verify_curve
     from .run import RunError
-    from .verify_command import Settings, VerifyDisplay, default_record, print_summary
+    from .verify_command import Settings, VerifyDisplay, default_record, print_curve, print_summary
     from .verify_command import verify as certify_test_set
 
     _use_threads(options["threads"])
@@ -557,8 +563,13 @@ def verify(ctx: click.Context, **options) -> None:
     names = ("net", "weights", "eps", "domains", "attack", "dataset", "data_root", "download", "limit")
     settings = Settings(*(options[name] for name in names), out=out, resume=options["resume"])
     display = VerifyDisplay(enabled=group.is_main)
+    curve = None
     try:
-        summary = certify_test_set(settings, group, display.update)
+        settings.eps = radii(options["eps"])
+        if len(settings.eps) > 1:
+            curve = verify_curve(settings, settings.eps, group, display.update)
+        else:
+            summary = certify_test_set(settings, group, display.update)
     except KeyboardInterrupt:
         display.close()
         kept = f"what was certified is in {out}" if out.exists() else "no image was decided yet"
@@ -573,7 +584,9 @@ def verify(ctx: click.Context, **options) -> None:
         display.close()
         _fail(str(exc), 2)
     display.close()
-    if group.is_main:
+    if group.is_main and curve is not None:
+        print_curve(curve, options["net"], out, options["output_format"])
+    elif group.is_main:
         print_summary(summary, options["net"], out, options["output_format"])
     _leave(group, 0)
 

@@ -26,8 +26,9 @@ from typing import TYPE_CHECKING, Any
 from .run import RunError
 
 if TYPE_CHECKING:
-    from daic.runtime.certify import Outcome
     from daic.runtime.distributed import Group
+
+    from .curve import Known
 
 DECIDED = ("verified", "falsified", "unknown")
 """Statuses `--resume` keeps; images that ended in an error are certified again."""
@@ -37,7 +38,7 @@ DECIDED = ("verified", "falsified", "unknown")
 class Settings:
     net: str
     weights: str
-    eps: float | None
+    eps: Sequence[float]  # none: the checkpoint's; several: a curve (see `curve`)
     domains: Sequence[str]
     attack: bool
     dataset: str | None
@@ -53,21 +54,28 @@ def default_record(weights: str) -> Path:
     return Path(weights).with_name(Path(weights).stem + ".verify.jsonl")
 
 
-def verify(
-    settings: Settings, group: Group, display: Callable[[Counter, int, float], None]
-) -> dict[str, Any]:
-    """Certifies this process's share of the images; returns the summary of the whole record (rank 0's
-    view after merging; other ranks return their own part's)."""
+@dataclass
+class Certification:
+    """What `daic verify` certifies, whatever the radius: the cascade, the float64 network, the test set."""
+
+    steps: list
+    exact: Any  # the float64 copy of the network, on the group's device
+    state: dict[str, Any]  # the checkpoint
+    data: Any  # the loaded data set
+    identity: dict[str, Any]  # what a record's sidecar holds, but its epsilon
+    relu: str
+
+
+def prepare(settings: Settings, group: Group) -> Certification:
+    """The cascade, the network and the test set, checked and loaded (no record is touched yet)."""
     import copy
 
-    import torch
-
-    from daic.runtime.certify import cascade, certify
+    from daic.runtime.certify import cascade
 
     from .expressions import ExpressionError, check_expression
     from .lower import lower_dataset, lower_value
     from .types import DOMAIN
-    from .weights import certified_epsilon, load_trained
+    from .weights import load_trained
 
     try:
         methods = [lower_value(check_expression(d, DOMAIN)) for d in dict.fromkeys(settings.domains)]
@@ -75,38 +83,73 @@ def verify(
         raise RunError(f"--domain: {exc}", exit_code=2) from None
     steps = cascade(methods, attack=settings.attack)
     model, state, data_set, _network = load_trained(settings.net, settings.weights, settings.dataset)
-    epsilon = certified_epsilon(state, settings.eps)
     data = lower_dataset(data_set).load(settings.data_root, settings.download)
-    n = min(settings.limit or len(data.test_y), len(data.test_y))
     identity = {
         "net": str(Path(settings.net).resolve()),
         "weights_sha256": _sha256(settings.weights),
         # Its name, or where its arguments describe it (ImageFolder's folder), the whole application.
         "dataset": data_set.decl.name if data_set.decl.dataset.from_args is None else repr(data_set),
-        "epsilon": epsilon,
         "cascade": [step.label for step in steps],
-        "images": n,
+        "images": min(settings.limit or len(data.test_y), len(data.test_y)),
     }
-    record = Record(settings.out, group)
-    done = record.open(identity, settings.resume) if group.is_main else None
+    exact = copy.deepcopy(model).to(group.device).double()
+    return Certification(steps, exact, state, data, identity, state.get("relu", "hybrid"))
+
+
+def verify(
+    settings: Settings, group: Group, display: Callable[[Counter, int, float], None]
+) -> dict[str, Any]:
+    """Certifies this process's share of the images at one radius; returns the summary of the whole record
+    (rank 0's view after merging; other ranks return their own part's)."""
+    from .weights import certified_epsilon
+
+    certification = prepare(settings, group)
+    epsilon = certified_epsilon(certification.state, settings.eps[0] if settings.eps else None)
+    return certify_radius(certification, epsilon, settings.out, settings.resume, group, display)
+
+
+def certify_radius(
+    certification: Certification,
+    epsilon: float,
+    out: Path,
+    resume: bool,
+    group: Group,
+    display: Callable[[Counter, int, float], None],
+    known: Known | None = None,
+) -> dict[str, Any]:
+    """Certifies the images at `epsilon` into the record `out`; `known` (a curve's other radii) decides
+    what it can without the cascade, or with only its cheaper steps."""
+    import torch
+
+    from daic.runtime.certify import certify
+
+    data, n = certification.data, certification.identity["images"]
+    identity = {**certification.identity, "epsilon": epsilon}
+    record = Record(out, group)
+    done = record.open(identity, resume) if group.is_main else None
     done = group.broadcast(done)
     todo = [i for i in range(n) if i not in done and i % group.world == group.rank]
-    exact = copy.deepcopy(model).to(group.device).double()
     counts: Counter = Counter(status for status in done.values())
     started = time.perf_counter()
     seen = [len(done)]
 
-    def on_outcome(outcome: Outcome) -> None:
-        record.write(outcome)
-        counts[outcome.status] += 1
+    def on_row(row: dict[str, Any]) -> None:
+        record.write(row)
+        counts[row["status"]] += 1
         seen[0] += 1
         display(counts, n, (seen[0] - len(done)) / max(1e-9, time.perf_counter() - started))
 
-    # CPU: the test set is held on the host; these pick the images to certify from it
-    index = torch.tensor(todo, dtype=torch.long)
+    def run(steps, images: list[int], on_outcome=lambda outcome: on_row(outcome.record())) -> None:
+        # CPU: the test set is held on the host; these pick the images to certify from it
+        index = torch.tensor(images, dtype=torch.long)
+        certify(certification.exact, steps, data.test_x[index], data.test_y[index], epsilon,
+                data.value_range, indices=images, relu=certification.relu, on_outcome=on_outcome)  # fmt: skip
+
     try:
-        certify(exact, steps, data.test_x[index], data.test_y[index], epsilon, data.value_range,
-                indices=todo, relu=state.get("relu", "hybrid"), on_outcome=on_outcome)  # fmt: skip
+        if known is not None:
+            todo = known.settle(epsilon, todo, certification.steps, run, on_row)
+        if todo:
+            run(certification.steps, todo)
     finally:
         record.close()
     group.close()  # every process has written its part
@@ -149,10 +192,11 @@ class Record:
         self.merge()  # parts a killed run of several processes left behind
         return {row["index"]: row["status"] for row in self.read() if row["status"] in DECIDED}
 
-    def write(self, outcome: Outcome) -> None:
+    def write(self, row: dict[str, Any]) -> None:
+        """One image's outcome (`Outcome.record()`), appended and flushed."""
         if self.handle is None:
             self.handle = open(self.part, "a", encoding="utf-8")  # noqa: SIM115 - kept open across batches
-        self.handle.write(json.dumps(outcome.record()) + "\n")
+        self.handle.write(json.dumps(row) + "\n")
         self.handle.flush()
 
     def close(self) -> None:
@@ -162,11 +206,16 @@ class Record:
 
     def read(self) -> list[dict[str, Any]]:
         """The record's rows, the last of each image (a row cut short by a kill is no row)."""
+        return Record.rows_of(self.path)
+
+    @staticmethod
+    def rows_of(path: Path) -> list[dict[str, Any]]:
+        """The rows of the record at `path` and of its processes' parts, the last of each image."""
         rows: dict[int, dict[str, Any]] = {}
-        for path in [self.path, *sorted(self.path.parent.glob(self.path.name + ".part*"))]:
-            if not path.exists():
+        for part in [path, *sorted(path.parent.glob(path.name + ".part*"))]:
+            if not part.exists():
                 continue
-            for line in path.read_text(encoding="utf-8").splitlines():
+            for line in part.read_text(encoding="utf-8").splitlines():
                 try:
                     row = json.loads(line)
                 except json.JSONDecodeError:
@@ -178,13 +227,16 @@ class Record:
     def merge(self) -> None:
         """The record and every part in one file, sorted by image, written atomically; the parts removed."""
         parts = sorted(self.path.parent.glob(self.path.name + ".part*"))
-        if not parts and self.path.exists():
-            return
         rows = self.read()
+        if not parts and self.path.exists() and self._lines() == [json.dumps(row) for row in rows]:
+            return  # one file already, in order (a curve's carried verdicts are written out of order)
         if rows or parts:
             _write_atomically(self.path, "".join(json.dumps(row) + "\n" for row in rows))
         for part in parts:
             part.unlink(missing_ok=True)
+
+    def _lines(self) -> list[str]:
+        return [line for line in self.path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def summarize(rows: list[dict[str, Any]], identity: dict[str, Any]) -> dict[str, Any]:
@@ -319,3 +371,28 @@ def print_summary(summary: dict[str, Any], net: str, out: Path, output_format: s
         table.add_row(name, value)
     Console(soft_wrap=True).print(table)
     print(f"record: {out}", file=sys.stderr)
+
+
+def print_curve(curve: list[dict[str, Any]], net: str, out: Path, output_format: str) -> None:
+    """A curve's table (or, with `json`, its summaries) on stdout; where its records and figure are on
+    stderr."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from .curve import curve_table, record_at
+
+    if output_format == "json":
+        print(json.dumps({"curve": curve}, indent=2))
+    else:
+        head, rows = curve_table(curve)
+        table = Table(
+            title=f"{net}: {curve[0]['images']:,} test images; cascade {' > '.join(curve[0]['cascade'])}"
+        )
+        for name in head:
+            table.add_column(name, justify="right")
+        for row in rows:
+            table.add_row(*row)
+        Console(soft_wrap=True).print(table)
+    stem = out.name[: -len(".jsonl")] if out.name.endswith(".jsonl") else out.name
+    records = ", ".join(record_at(out, s["epsilon"]).name for s in curve)
+    print(f"records: {records}; the curve: {out.with_name(stem + '.curve.png')}", file=sys.stderr)
