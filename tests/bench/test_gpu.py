@@ -55,3 +55,19 @@ def test_the_gpu_script_runs_every_section_on_the_cpu(tmp_path):
     assert sum(runs[0]["verify"][k] for k in ("verified", "falsified", "unknown", "error")) == 2
     assert "ResNet-Tiny Baseline" in summary and "HBox" in summary
     assert (out / "gpu.log").read_text().count("gpu run: torch") == 1
+
+
+def test_every_cnn7_run_of_the_gpu_script_checks_with_its_network():
+    """The cnn7 section's scheme and network pairs, planned as `daic run --scheme S --net N` plans them:
+    a missing network or a scheme that does not fit it would cost a GPU period to find."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        from gpu import CNN7_SCHEMES
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    from daic.compiler.run import plan_run
+
+    assert len(CNN7_SCHEMES) == 16
+    for scheme, net in CNN7_SCHEMES.items():
+        plan = plan_run(str(ROOT / "examples" / "mnist_methods.dai"), scheme, str(ROOT / net))
+        assert plan.network.params == 13_259_338, (scheme, plan.network.params)  # CNN7, TAPS adds none
