@@ -549,9 +549,8 @@ def verify(ctx: click.Context, **options) -> None:
     """Certify a trained network's test set image by image and keep a record of each."""
     from daic.runtime.data import DataError
 
-    from .curve import radii, verify_curve
     from .run import RunError
-    from .verify_command import Settings, VerifyDisplay, default_record, print_curve, print_summary
+    from .verify_command import Settings, VerifyDisplay, default_record, print_result
     from .verify_command import verify as certify_test_set
 
     _use_threads(options["threads"])
@@ -563,13 +562,8 @@ def verify(ctx: click.Context, **options) -> None:
     names = ("net", "weights", "eps", "domains", "attack", "dataset", "data_root", "download", "limit")
     settings = Settings(*(options[name] for name in names), out=out, resume=options["resume"])
     display = VerifyDisplay(enabled=group.is_main)
-    curve = None
     try:
-        settings.eps = radii(options["eps"])
-        if len(settings.eps) > 1:
-            curve = verify_curve(settings, settings.eps, group, display.update)
-        else:
-            summary = certify_test_set(settings, group, display.update)
+        result = certify_test_set(settings, group, display.update)
     except KeyboardInterrupt:
         display.close()
         kept = f"what was certified is in {out}" if out.exists() else "no image was decided yet"
@@ -584,10 +578,8 @@ def verify(ctx: click.Context, **options) -> None:
         display.close()
         _fail(str(exc), 2)
     display.close()
-    if group.is_main and curve is not None:
-        print_curve(curve, options["net"], out, options["output_format"])
-    elif group.is_main:
-        print_summary(summary, options["net"], out, options["output_format"])
+    if group.is_main:
+        print_result(result, options["net"], out, options["output_format"])
     _leave(group, 0)
 
 

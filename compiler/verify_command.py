@@ -38,7 +38,7 @@ DECIDED = ("verified", "falsified", "unknown")
 class Settings:
     net: str
     weights: str
-    eps: Sequence[float]  # none: the checkpoint's; several: a curve (see `curve`)
+    eps: Sequence[str]  # as written: none, the checkpoint's; several (or a range), a curve (see `curve`)
     domains: Sequence[str]
     attack: bool
     dataset: str | None
@@ -98,13 +98,18 @@ def prepare(settings: Settings, group: Group) -> Certification:
 
 def verify(
     settings: Settings, group: Group, display: Callable[[Counter, int, float], None]
-) -> dict[str, Any]:
-    """Certifies this process's share of the images at one radius; returns the summary of the whole record
-    (rank 0's view after merging; other ranks return their own part's)."""
+) -> dict[str, Any] | list[dict[str, Any]]:
+    """Certifies this process's share of the images at one radius, and returns the summary of the whole
+    record (rank 0's view after merging; other ranks return their own part's); or, given several radii
+    (`--eps` as written), a curve: the summary of each radius (see `curve`)."""
+    from .curve import radii, verify_curve
     from .weights import certified_epsilon
 
+    epsilons = radii([str(e) for e in settings.eps])
+    if len(epsilons) > 1:
+        return verify_curve(settings, epsilons, group, display)
     certification = prepare(settings, group)
-    epsilon = certified_epsilon(certification.state, settings.eps[0] if settings.eps else None)
+    epsilon = certified_epsilon(certification.state, epsilons[0] if epsilons else None)
     return certify_radius(certification, epsilon, settings.out, settings.resume, group, display)
 
 
@@ -119,35 +124,19 @@ def certify_radius(
 ) -> dict[str, Any]:
     """Certifies the images at `epsilon` into the record `out`; `known` (a curve's other radii) decides
     what it can without the cascade, or with only its cheaper steps."""
-    import torch
-
-    from daic.runtime.certify import certify
-
-    data, n = certification.data, certification.identity["images"]
+    n = certification.identity["images"]
     identity = {**certification.identity, "epsilon": epsilon}
     record = Record(out, group)
-    done = record.open(identity, resume) if group.is_main else None
-    done = group.broadcast(done)
+    done = group.broadcast(record.open(identity, resume) if group.is_main else None)
     todo = [i for i in range(n) if i not in done and i % group.world == group.rank]
-    counts: Counter = Counter(status for status in done.values())
-    started = time.perf_counter()
-    seen = [len(done)]
+    sink = _Sink(record, Counter(done.values()), n, display)
 
-    def on_row(row: dict[str, Any]) -> None:
-        record.write(row)
-        counts[row["status"]] += 1
-        seen[0] += 1
-        display(counts, n, (seen[0] - len(done)) / max(1e-9, time.perf_counter() - started))
-
-    def run(steps, images: list[int], on_outcome=lambda outcome: on_row(outcome.record())) -> None:
-        # CPU: the test set is held on the host; these pick the images to certify from it
-        index = torch.tensor(images, dtype=torch.long)
-        certify(certification.exact, steps, data.test_x[index], data.test_y[index], epsilon,
-                data.value_range, indices=images, relu=certification.relu, on_outcome=on_outcome)  # fmt: skip
+    def run(steps, images: list[int], on_outcome=None) -> None:
+        _run(certification, epsilon, steps, images, on_outcome or (lambda o: sink.write(o.record())))
 
     try:
         if known is not None:
-            todo = known.settle(epsilon, todo, certification.steps, run, on_row)
+            todo = known.settle(epsilon, todo, certification.steps, run, sink.write)
         if todo:
             run(certification.steps, todo)
     finally:
@@ -156,6 +145,33 @@ def certify_radius(
     if group.is_main:
         record.merge()
     return summarize(record.read(), identity)
+
+
+class _Sink:
+    """Where a radius's outcomes go: its record, and the display's counts."""
+
+    def __init__(self, record: Record, counts: Counter, images: int, display) -> None:
+        self.record, self.counts, self.images, self.display = record, counts, images, display
+        self.before, self.started = sum(counts.values()), time.perf_counter()
+
+    def write(self, row: dict[str, Any]) -> None:
+        self.record.write(row)
+        self.counts[row["status"]] += 1
+        rate = (sum(self.counts.values()) - self.before) / max(1e-9, time.perf_counter() - self.started)
+        self.display(self.counts, self.images, rate)
+
+
+def _run(certification: Certification, epsilon: float, steps, images: list[int], on_outcome) -> None:
+    """The cascade `steps` on the test images `images` at `epsilon`, each outcome to `on_outcome`."""
+    import torch
+
+    from daic.runtime.certify import certify
+
+    data = certification.data
+    # CPU: the test set is held on the host; these pick the images to certify from it
+    index = torch.tensor(images, dtype=torch.long)
+    certify(certification.exact, steps, data.test_x[index], data.test_y[index], epsilon, data.value_range,
+            indices=images, relu=certification.relu, on_outcome=on_outcome)  # fmt: skip
 
 
 class Record:
@@ -371,6 +387,14 @@ def print_summary(summary: dict[str, Any], net: str, out: Path, output_format: s
         table.add_row(name, value)
     Console(soft_wrap=True).print(table)
     print(f"record: {out}", file=sys.stderr)
+
+
+def print_result(
+    result: dict[str, Any] | list[dict[str, Any]], net: str, out: Path, output_format: str
+) -> None:
+    """A radius's summary, or a curve's, as `daic verify` prints it."""
+    show = print_curve if isinstance(result, list) else print_summary
+    show(result, net, out, output_format)
 
 
 def print_curve(curve: list[dict[str, Any]], net: str, out: Path, output_format: str) -> None:
