@@ -59,7 +59,10 @@ def _dai_symbols(analysis: Analysis, tree: A.DaiFile) -> list[T.DocumentSymbol]:
                 _symbol(positions, f.name, S.Field, f.span, f.name_span, flat(f.value)[:80])
                 for f in statement.fields
             ]
-            detail = f"extends {statement.base.dotted}" if statement.base else None
+            if isinstance(statement, A.Study):
+                detail = f"tunes {statement.scheme.dotted}"
+            else:
+                detail = f"extends {statement.base.dotted}" if statement.base else None
             found.append(
                 _symbol(
                     positions, statement.name, S.Class, statement.span, statement.name_span, detail, fields

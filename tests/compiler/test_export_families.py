@@ -38,8 +38,12 @@ def test_each_family_exports_to_what_onnxruntime_and_the_verifiers_read(name, tm
     assert 0 <= difference < 1e-4
     graph = onnx.load(str(target)).graph
     constants = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
-    constants |= {
-        n.output[0]: numpy_helper.to_array(n.attribute[0].t) for n in graph.node if n.op_type == "Constant"
+    constants |= {  # a Constant node's tensor (other exporters write small ones as `value_ints` and such)
+        n.output[0]: numpy_helper.to_array(a.t)
+        for n in graph.node
+        if n.op_type == "Constant"
+        for a in n.attribute
+        if a.name == "value"
     }
     normalizing = [n for n in graph.node if n.op_type in ("Sub", "Div") and n.input[1] in constants]
     assert normalizing, "the family's networks normalise their input"

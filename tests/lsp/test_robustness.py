@@ -37,6 +37,14 @@ SEEDS = [
         DATA / "edits.dai",
         "import stdlib.goals as g\nlet e = 8/255\nlet x = Sample(e, g.Baseline, ",
     ),
+    # Search spaces and a study of them.
+    (
+        DATA / "study.dai",
+        "let lr = LogRange(1e-4, 1e-2)\nscheme S {\n  data = Digits\n  epsilon = Range(0.05, 0.2)\n"
+        "  goal = Mix(Point, Box, Choice([0.3, 0.7]))\n  epochs = IntRange(2, 6, 2)\n"
+        "  optimizer = Adam(lr=lr)\n}\nstudy T tunes S {\n  trials = 4\n  objectives = [Accuracy]\n"
+        "  sampler = NSGAII(population=4)\n}\n",
+    ),
 ]
 # Pieces of the languages and of what breaks them: brackets, quotes, comments, indentation, keywords,
 # characters outside the BMP and combining marks, the paper's printing errors.
@@ -47,6 +55,9 @@ SNIPPETS = [
     "]",
     "{",
     "}",
+    "study ",
+    " tunes ",
+    "Choice([",
     ",",
     "=",
     ".",

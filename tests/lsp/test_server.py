@@ -96,3 +96,29 @@ async def test_clients_without_nested_symbols_get_a_flat_list():
         await client.shutdown_async(None)
         client.exit(None)
         await client.stop()
+
+
+@pytest.mark.asyncio
+async def test_a_study_is_a_symbol_with_its_fields(tmp_path):
+    client = LanguageClient("study-symbols", "1")
+    client.feature(T.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)(lambda params: None)
+    await client.start_io(*SERVER)
+    try:
+        await client.initialize_async(T.InitializeParams(capabilities=T.ClientCapabilities()))
+        client.initialized(T.InitializedParams())
+        text = "scheme S {\n    data = Digits\n}\n\nstudy T tunes S {\n    trials = 4\n}\n"
+        uri = (tmp_path / "study.dai").as_uri()
+        client.text_document_did_open(T.DidOpenTextDocumentParams(T.TextDocumentItem(uri, "dai", 1, text)))
+        found = await client.text_document_document_symbol_async(
+            T.DocumentSymbolParams(T.TextDocumentIdentifier(uri=uri))
+        )
+        assert [(s.name, s.container_name) for s in found] == [
+            ("S", None),
+            ("data", "S"),
+            ("T", None),
+            ("trials", "T"),
+        ]
+    finally:
+        await client.shutdown_async(None)
+        client.exit(None)
+        await client.stop()
