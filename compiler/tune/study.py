@@ -137,7 +137,7 @@ def fail_dead_trials(study) -> list[int]:
     for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         worker = trial.user_attrs.get("worker") or {}
         if worker.get("host") == here and not _alive(worker.get("pid")):
-            study._storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
+            study.tell(trial.number, state=TrialState.FAIL)
             failed.append(trial.number)
     optuna.storages.fail_stale_trials(study)
     return failed
