@@ -7,6 +7,7 @@ import asyncio
 import socket
 import subprocess
 import sys
+from contextlib import asynccontextmanager
 
 import pytest
 from lsprotocol import types as T
@@ -68,19 +69,35 @@ def test_a_failing_handler_answers_empty():
     assert broken(None, None) == []
 
 
-@pytest.mark.asyncio
-async def test_clients_without_nested_symbols_get_a_flat_list():
-    client = LanguageClient("flat-symbols", "1")
+@asynccontextmanager
+async def plain_client(name: str):
+    """A client that declares no capabilities (so gets document symbols as a flat list), started and
+    initialised; stopped after the block, also after a failed assertion (stop() waits for the server)."""
+    client = LanguageClient(name, "1")
     client.feature(T.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)(lambda params: None)
     await client.start_io(*SERVER)
     try:
         await client.initialize_async(T.InitializeParams(capabilities=T.ClientCapabilities()))
         client.initialized(T.InitializedParams())
+        yield client
+    finally:
+        await client.shutdown_async(None)
+        client.exit(None)
+        await client.stop()
+
+
+async def symbols_of(client, uri: str, text: str):
+    client.text_document_did_open(T.DidOpenTextDocumentParams(T.TextDocumentItem(uri, "dai", 1, text)))
+    return await client.text_document_document_symbol_async(
+        T.DocumentSymbolParams(T.TextDocumentIdentifier(uri=uri))
+    )
+
+
+@pytest.mark.asyncio
+async def test_clients_without_nested_symbols_get_a_flat_list():
+    async with plain_client("flat-symbols") as client:
         uri, text = QUICKSTART.as_uri(), QUICKSTART.read_text()
-        client.text_document_did_open(T.DidOpenTextDocumentParams(T.TextDocumentItem(uri, "dai", 1, text)))
-        found = await client.text_document_document_symbol_async(
-            T.DocumentSymbolParams(T.TextDocumentIdentifier(uri=uri))
-        )
+        found = await symbols_of(client, uri, text)
         assert all(isinstance(s, T.SymbolInformation) for s in found)
         assert [(s.name, s.container_name) for s in found][:4] == [
             ("stdlib.goals", None),
@@ -91,34 +108,16 @@ async def test_clients_without_nested_symbols_get_a_flat_list():
         scheme = found[1]
         assert scheme.location.uri == uri
         assert scheme.location.range.start == T.Position(text[: text.index("scheme Q")].count("\n"), 0)
-    finally:
-        # Also after a failed assertion: stop() waits for the server to exit.
-        await client.shutdown_async(None)
-        client.exit(None)
-        await client.stop()
 
 
 @pytest.mark.asyncio
 async def test_a_study_is_a_symbol_with_its_fields(tmp_path):
-    client = LanguageClient("study-symbols", "1")
-    client.feature(T.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)(lambda params: None)
-    await client.start_io(*SERVER)
-    try:
-        await client.initialize_async(T.InitializeParams(capabilities=T.ClientCapabilities()))
-        client.initialized(T.InitializedParams())
+    async with plain_client("study-symbols") as client:
         text = "scheme S {\n    data = Digits\n}\n\nstudy T tunes S {\n    trials = 4\n}\n"
-        uri = (tmp_path / "study.dai").as_uri()
-        client.text_document_did_open(T.DidOpenTextDocumentParams(T.TextDocumentItem(uri, "dai", 1, text)))
-        found = await client.text_document_document_symbol_async(
-            T.DocumentSymbolParams(T.TextDocumentIdentifier(uri=uri))
-        )
+        found = await symbols_of(client, (tmp_path / "study.dai").as_uri(), text)
         assert [(s.name, s.container_name) for s in found] == [
             ("S", None),
             ("data", "S"),
             ("T", None),
             ("trials", "T"),
         ]
-    finally:
-        await client.shutdown_async(None)
-        client.exit(None)
-        await client.stop()
