@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 import warnings
 from collections.abc import Callable
 
@@ -35,17 +36,7 @@ def open_study(plan: StudyPlan):
     # Heartbeats are "experimental" since Optuna 2.9 and unchanged since; the warning says nothing to a user.
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     plan.folder.mkdir(parents=True, exist_ok=True)
-    try:
-        storage = optuna.storages.RDBStorage(
-            plan.storage,
-            engine_kwargs={"connect_args": {"timeout": 60}} if plan.storage.startswith("sqlite") else None,
-            heartbeat_interval=HEARTBEAT,
-            grace_period=GRACE,
-        )
-    except Exception as exc:  # SQLAlchemy's errors for a bad URL or an unreachable database vary by engine
-        raise RunError(
-            f"cannot open the storage {plan.storage}: {str(exc).splitlines()[0]}", exit_code=2
-        ) from None
+    storage = _storage(plan.storage)
     built = plan.info.built.args
     study = optuna.create_study(
         storage=storage,
@@ -57,6 +48,26 @@ def open_study(plan: StudyPlan):
     )
     _same_sources(plan, study)
     return study
+
+
+def _storage(url: str, attempts: int = 5):
+    """Optuna's storage at `url`. Workers started together on a new database race to make its tables, and
+    the losers' attempts fail on what the winner made (`UNIQUE constraint failed: alembic_version`): a
+    later attempt finds the tables made."""
+    import optuna
+
+    for attempt in range(attempts):
+        try:
+            return optuna.storages.RDBStorage(
+                url,
+                engine_kwargs={"connect_args": {"timeout": 60}} if url.startswith("sqlite") else None,
+                heartbeat_interval=HEARTBEAT,
+                grace_period=GRACE,
+            )
+        except Exception as exc:  # SQLAlchemy's errors (a bad URL, a database away, a race) vary by engine
+            failure = exc
+            time.sleep(0.5 * (attempt + 1))
+    raise RunError(f"cannot open the storage {url}: {str(failure).splitlines()[0]}", exit_code=2) from None
 
 
 def _sampler(plan: StudyPlan):

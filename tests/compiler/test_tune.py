@@ -209,3 +209,15 @@ def test_a_grid_over_a_continuous_space_is_refused_before_any_trial(tmp_path):
     assert result.exit_code == 2
     assert "study Small: Grid takes only Choice and IntRange spaces" in result.output
     assert not list((tmp_path / "runs").glob("trial-*"))
+
+
+def test_workers_opening_a_new_storage_at_once_all_get_it(tmp_path):
+    """Workers started together race to make a new database's tables; each must end with the storage (one
+    of two workers failed with `UNIQUE constraint failed: alembic_version.version_num` before)."""
+    url = f"sqlite:///{tmp_path / 'new.db'}"
+    opening = "from daic.compiler.tune.study import _storage; import sys; _storage(sys.argv[1]); print('ok')"
+    workers = [
+        subprocess.Popen([sys.executable, "-c", opening, url], stdout=subprocess.PIPE, text=True)
+        for _ in range(4)
+    ]
+    assert [w.communicate(timeout=120)[0].strip() for w in workers] == ["ok"] * 4
