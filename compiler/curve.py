@@ -64,10 +64,15 @@ def middle_first(values: list[float]) -> list[float]:
     return order + longer[min(len(left), len(right)) :]
 
 
+def beside(out: Path, suffix: str) -> Path:
+    """A file of a curve beside its record `NAME.jsonl`: `NAME{suffix}`."""
+    stem = out.name[: -len(".jsonl")] if out.name.endswith(".jsonl") else out.name
+    return out.with_name(stem + suffix)
+
+
 def record_at(out: Path, epsilon: float) -> Path:
     """The record of one radius of a curve: `NAME.eps0.05.jsonl` beside `NAME.jsonl`."""
-    stem = out.name[: -len(".jsonl")] if out.name.endswith(".jsonl") else out.name
-    return out.with_name(f"{stem}.eps{epsilon:g}.jsonl")
+    return beside(out, f".eps{epsilon:g}.jsonl")
 
 
 class Known:
@@ -129,7 +134,7 @@ def verify_curve(
 ) -> list[dict[str, Any]]:
     """Certifies every radius (each its own record, resumable), middle first; returns their summaries in
     increasing radius, and writes the curve's figure and figures beside `settings.out`."""
-    from .verify_command import certify_radius, prepare
+    from .verify_command import Record, certify_radius, prepare
     from .weights import certified_epsilon
 
     if group.active:
@@ -146,16 +151,10 @@ def verify_curve(
         summaries[epsilon] = certify_radius(
             certification, epsilon, out, settings.resume, group, display, known
         )
-        known.add(epsilon, _rows(out))
+        known.add(epsilon, Record.rows_of(out))
     curve = [summaries[e] for e in epsilons]
     write_curve(settings.out, curve)
     return curve
-
-
-def _rows(path: Path) -> list[dict[str, Any]]:
-    from .verify_command import Record
-
-    return Record.rows_of(path)
 
 
 def cumulative(summary: dict[str, Any]) -> dict[str, float]:
@@ -172,7 +171,6 @@ def cumulative(summary: dict[str, Any]) -> dict[str, float]:
 
 
 def write_curve(out: Path, curve: list[dict[str, Any]]) -> None:
-    stem = out.name[: -len(".jsonl")] if out.name.endswith(".jsonl") else out.name
     figures = [
         {
             "epsilon": s["epsilon"],
@@ -183,8 +181,11 @@ def write_curve(out: Path, curve: list[dict[str, Any]]) -> None:
         }
         for s in curve
     ]
-    (out.with_name(stem + ".curve.json")).write_text(json.dumps(figures, indent=2) + "\n")
-    (out.with_name(stem + ".curve.png")).write_bytes(plot_curve(figures))
+    from daic.runtime.checkpoint import write_atomic
+
+    for suffix, data in ((".curve.json", (json.dumps(figures, indent=2) + "\n").encode()),
+                         (".curve.png", plot_curve(figures))):  # fmt: skip
+        write_atomic(beside(out, suffix), lambda handle, data=data: handle.write(data))
 
 
 def plot_curve(figures: list[dict[str, Any]]) -> bytes:

@@ -374,7 +374,7 @@ class Elaborator:
                 hint="make high - low a multiple of step",
             )
             return ANY, UNKNOWN
-        parts = (bound["low"], bound["high"])
+        parts = tuple(bound[p.name] for p in decl.params[:2])  # where the low and high ends are written
         return element, Space(decl, (low, high), element, step[0] if step else 1, expr.span, parts)
 
     def _choice(self, decl: Constructor, expr: A.Call, bound: dict[str, A.Expr], expected: Type):
@@ -486,11 +486,7 @@ class Elaborator:
         kind, value = self.check(expr, param.type)
         if kind != ANY and not self.check_range(param, value, expr):
             return UNKNOWN
-        several = (
-            next((found for option in _options(value) if (found := _several_abstractions(option))), None)
-            if param.abstractions == "one"
-            else None
-        )
+        several = _several_abstractions(value) if param.abstractions == "one" else None
         if several is not None:
             found = describe(value)
             trains = "several" if found == several else f"the several of the `{several}` inside it"
@@ -538,12 +534,8 @@ class Elaborator:
         when both ends of its range, or each of its options, are: each reported where it is written, if
         that is here (a space from a let is reported at its use)."""
         if isinstance(value, Space):
-            here = value.span is expr.span
-            fits = [
-                self.check_range(param, option, part if here else expr)
-                for option, part in zip(value.options, value.parts, strict=True)
-            ]
-            return all(fits)
+            places = zip(value.options, value.places(expr), strict=True)
+            return all([self.check_range(param, option, place) for option, place in places])
         if isinstance(value, tuple):
             items = expr.items if isinstance(expr, A.ListExpr) else [expr] * len(value)
             fits = [
@@ -593,17 +585,14 @@ class Elaborator:
 def _several_abstractions(value: object) -> str | None:
     """The name of the goal that makes `value` train on several abstractions (a `Mix`, or a goal that hands
     one's parts on, such as `Sub`), or None when it has one."""
+    if isinstance(value, Space):  # any option the study may choose
+        return next((found for found in map(_several_abstractions, value.options) if found), None)
     if not isinstance(value, Built):
         return None
     if value.decl.several:
         return value.decl.name
     passed = (value.args.get(p.name) for p in value.decl.params if p.abstractions == "passed")
     return next((found for found in map(_several_abstractions, passed) if found), None)
-
-
-def _options(value: object) -> tuple[object, ...]:
-    """The values `value` stands for: a search space's options (or ends), or itself."""
-    return value.options if isinstance(value, Space) else (value,)
 
 
 def _misordered(call: A.Call) -> bool:

@@ -90,6 +90,14 @@ def stdlib_file(dotted: str) -> Path | None:
     return entry if probe(entry).kind == "file" else None
 
 
+def stdlib_net(net: str) -> Path | None:
+    """`stdlib/nets/NAME.net` as a scheme writes it -> the packaged network (None: not such a name)."""
+    parts = net.split("/")
+    if parts[0] != STDLIB or len(parts) < 2:
+        return None
+    return Path(str(resources.files("daic.stdlib").joinpath(*parts[1:])))
+
+
 def path_key(path: Path) -> str:
     """The path a module is known by (symbolic links resolved, so that one file is one module)."""
     try:
@@ -458,9 +466,8 @@ class _ModuleChecker:
     def _check_nets(self, info: SchemeInfo, net: object, written: A.Expr | None) -> None:
         """The network a scheme names, or each one a Choice of them may choose."""
         if isinstance(net, Space) and written is not None:
-            here = net.span is written.span
-            for option, part in zip(net.options, net.parts, strict=True):
-                self.check_net(info, option, part if here else written, info.node.name_span)
+            for option, place in zip(net.options, net.places(written), strict=True):
+                self.check_net(info, option, place, info.node.name_span)
         elif isinstance(net, str):
             self.check_net(info, net, written, info.node.name_span)
 
@@ -513,9 +520,8 @@ class _ModuleChecker:
         span = written.span if written is not None else name_span
         path = (info.net_dir or self.base_dir) / net
         found = self.program.probe(path)
-        if found.kind != "file" and net.startswith(STDLIB + "/"):
-            path = Path(str(resources.files("daic.stdlib").joinpath(*net.split("/")[1:])))
-            found = self.program.probe(path)
+        if found.kind != "file" and (shipped := stdlib_net(net)) is not None:
+            path, found = shipped, self.program.probe(shipped)
         shown = as_written(net, written)
         if found.kind != "file":
             # A `net` that comes from a base was reported where the base sets it.

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
+from daic.dsl import ast as A
 from daic.dsl.source import Span
 
 from .registry import Constructor
@@ -26,8 +27,8 @@ class Space:
     options: tuple[object, ...]
     type: Type
     step: int = 1
-    span: Span | None = field(default=None, repr=False)
-    parts: tuple[Span, ...] = field(default=(), repr=False)  # where each option (or end) is written
+    span: Span | None = field(default=None, repr=False)  # the space as written (its call)
+    parts: tuple[A.Expr, ...] = field(default=(), repr=False)  # each option (or end) as written
     label: str | None = None  # the let that names it, if one does
 
     @property
@@ -35,31 +36,37 @@ class Space:
         """Whether it chooses among listed values, not from a range."""
         return self.decl.space.choice
 
+    def places(self, used: A.Expr) -> tuple[A.Expr, ...]:
+        """Where to report on each option: where it is written, when the space is written at `used`; at
+        `used` when a let brings it there (its options are written in another place, maybe another file)."""
+        return self.parts if self.span is used.span else (used,) * len(self.options)
+
     def __repr__(self) -> str:
         shown = ", ".join(repr(o) for o in self.options)
         return f"{self.decl.name}({'[' + shown + ']' if self.is_choice else shown})"
 
 
-def walk(value: object, where: str, visit: Callable[[Space, str], None], depth: int = 0) -> None:
+def walk(
+    value: object, field_name: str, visit: Callable[[Space, str], None], where: str | None = None
+) -> None:
     """Calls `visit(space, name)` for every space in `value` (a checked value: numbers, strings, tuples,
-    `Built`s) and in each Choice's options, outermost first. `where` names `value` (a field); a space
-    deeper in it is named by the constructor and parameter holding it: `goal.SmallBox.ratio`, or
-    `optimizer.lr` where the field's own value holds it."""
+    `Built`s) and in each Choice's options, outermost first. `value` is the field `field_name`'s, or lies
+    at `where` in it; a space is named by the constructor and parameter holding it (`goal.SmallBox.ratio`),
+    or `optimizer.lr` where the field's own value holds it, or the field's name where it is the value."""
     from .elaborate import Built
 
     if isinstance(value, Space):
-        visit(value, where)
+        visit(value, where or field_name)
         if value.is_choice:
             for option in value.options:
-                walk(option, where, visit, depth)
+                walk(option, field_name, visit, where)
     elif isinstance(value, tuple):
         for item in value:
-            walk(item, where, visit, depth)
+            walk(item, field_name, visit, where)
     elif isinstance(value, Built):
-        field_name = where.split(".")[0]
+        holder = "" if where is None else f".{value.decl.name}"
         for name, arg in value.args.items():
-            inner = f"{field_name}.{name}" if depth == 0 else f"{field_name}.{value.decl.name}.{name}"
-            walk(arg, inner, visit, depth + 1)
+            walk(arg, field_name, visit, f"{field_name}{holder}.{name}")
 
 
 def named_spaces(fields: Mapping[str, object]) -> list[tuple[str, Space]]:

@@ -403,7 +403,7 @@ def print_curve(curve: list[dict[str, Any]], net: str, out: Path, output_format:
     from rich.console import Console
     from rich.table import Table
 
-    from .curve import curve_table, record_at
+    from .curve import beside, curve_table, record_at
 
     if output_format == "json":
         print(json.dumps({"curve": curve}, indent=2))
@@ -417,6 +417,5 @@ def print_curve(curve: list[dict[str, Any]], net: str, out: Path, output_format:
         for row in rows:
             table.add_row(*row)
         Console(soft_wrap=True).print(table)
-    stem = out.name[: -len(".jsonl")] if out.name.endswith(".jsonl") else out.name
     records = ", ".join(record_at(out, s["epsilon"]).name for s in curve)
-    print(f"records: {records}; the curve: {out.with_name(stem + '.curve.png')}", file=sys.stderr)
+    print(f"records: {records}; the curve: {beside(out, '.curve.png')}", file=sys.stderr)

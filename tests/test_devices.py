@@ -46,7 +46,7 @@ def _explained(lines: list[str], first: int, end: int) -> bool:
     return False
 
 
-def undisciplined(path: Path) -> list[str]:
+def undisciplined(path: Path, root: Path = ROOT) -> list[str]:
     """The factories of one file that neither take a device nor say why the CPU is right."""
     text = path.read_text(encoding="utf-8")
     lines = text.splitlines()
@@ -71,7 +71,7 @@ def undisciplined(path: Path) -> list[str]:
         statement = statements.get(id(node), node)
         if _explained(lines, statement.lineno - 1, statement.end_lineno):
             continue
-        found.append(f"{path.relative_to(ROOT)}:{node.lineno}: torch.{node.func.attr} without a device")
+        found.append(f"{path.relative_to(root)}:{node.lineno}: torch.{node.func.attr} without a device")
     return found
 
 
@@ -94,12 +94,7 @@ def test_the_scan_finds_a_bare_factory_and_accepts_the_three_ways(tmp_path):
         "\n"
         "g = torch.ones(2)\n"
     )
-    global ROOT
-    saved, ROOT = ROOT, tmp_path
-    try:
-        assert undisciplined(source) == [
-            "example.py:2: torch.zeros without a device",
-            "example.py:12: torch.ones without a device",
-        ]
-    finally:
-        ROOT = saved
+    assert undisciplined(source, tmp_path) == [
+        "example.py:2: torch.zeros without a device",
+        "example.py:12: torch.ones without a device",
+    ]

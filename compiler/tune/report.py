@@ -5,7 +5,6 @@ several objectives) tested once on the test set, `best.dai` (or `pareto-NNN.dai`
 from __future__ import annotations
 
 import json
-import shutil
 from dataclasses import dataclass, field
 
 from ..run import plan_run
@@ -53,12 +52,19 @@ def report_study(plan: StudyPlan, study, data_root: str | None, device: str) -> 
     report.importances = _importances(study, columns)
     report.files = _write_chosen(plan, report.chosen)
     if len(columns) > 1 and any(r["values"] for r in rows):
-        (plan.folder / "pareto.png").write_bytes(plot_front(report))
+        _write(plan, "pareto.png", plot_front(report))
         report.files.append("pareto.png")
-    (plan.folder / "summary.txt").write_text(report_text(plan, report) + "\n", encoding="utf-8")
-    (plan.folder / "summary.json").write_text(json.dumps(_as_json(report), indent=2) + "\n", encoding="utf-8")
+    _write(plan, "summary.txt", (report_text(plan, report) + "\n").encode("utf-8"))
+    _write(plan, "summary.json", (json.dumps(_as_json(report), indent=2) + "\n").encode("utf-8"))
     report.files += ["summary.txt", "summary.json"]
     return report
+
+
+def _write(plan: StudyPlan, name: str, data: bytes) -> None:
+    """A file of the study's folder, whole or not at all (a worker killed while writing leaves the old)."""
+    from daic.runtime.checkpoint import write_atomic
+
+    write_atomic(plan.folder / name, lambda handle: handle.write(data))
 
 
 def _tested(plan: StudyPlan, study, chosen: list, data_root: str | None, device: str) -> dict:
@@ -102,7 +108,7 @@ def _write_chosen(plan: StudyPlan, chosen: list[int]) -> list[str]:
     written = []
     for number in chosen:
         name = f"pareto-{number:03d}.dai" if several else "best.dai"
-        shutil.copyfile(plan.folder / f"{trial_name(number)}.dai", plan.folder / name)
+        _write(plan, name, (plan.folder / f"{trial_name(number)}.dai").read_bytes())
         written.append(name)
     return written
 

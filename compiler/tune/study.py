@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 from ..lower import load_target
 from ..run.errors import RunError
+from ..types import INT
 from .optuna_parts import GridError
 from .plan import StudyPlan
 from .trial import TrialSettings, option_labels, run_trial
@@ -71,10 +72,9 @@ def _storage(url: str, attempts: int = 5):
 
 
 def _sampler(plan: StudyPlan):
-    value = plan.info.built.args["sampler"]
-    args = {p.name: value.args.get(p.name, p.default) for p in value.decl.params}
+    value = plan.info.built.args["sampler"]  # every argument bound, defaults included
     try:
-        return load_target(value.decl.target)(_grid(plan), **args)
+        return load_target(value.decl.target)(_grid(plan), **value.args)
     except GridError as exc:
         raise RunError(f"study {plan.name}: {exc}", exit_code=2) from None
 
@@ -84,9 +84,7 @@ def _pruner(value):
 
     if value is None:
         return optuna.pruners.NopPruner()
-    return load_target(value.decl.target)(
-        **{p.name: value.args.get(p.name, p.default) for p in value.decl.params}
-    )
+    return load_target(value.decl.target)(**value.args)
 
 
 def _grid(plan: StudyPlan) -> dict[str, list[object]] | None:
@@ -97,11 +95,7 @@ def _grid(plan: StudyPlan) -> dict[str, list[object]] | None:
     for name, space in plan.spaces:
         if space.is_choice:
             grid[name] = list(option_labels(space))
-        elif (
-            isinstance(space.options[0], int)
-            and isinstance(space.options[1], int)
-            and not space.decl.space.log
-        ):
+        elif space.type == INT:
             low, high = space.options
             grid[name] = list(range(low, high + 1, space.step))
         else:

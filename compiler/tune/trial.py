@@ -12,13 +12,12 @@ from pathlib import Path
 
 from ..constructors import SCHEME_DECL
 from ..lower import lower_value
+from ..program import stdlib_net
 from ..run import execute, plan_run
 from ..spaces import Space, resolve
 from ..types import INT
 from ..written import scheme_text, value_text
 from .plan import StudyPlan
-
-STDLIB = "stdlib/"
 
 
 @dataclass
@@ -71,7 +70,7 @@ def trial_fields(plan: StudyPlan, choose: Callable[[Space], object], folder: Pat
         if p.name in info.explicit
     }
     net = fields.get("net")
-    if isinstance(net, str) and info.net_dir is not None and not net.startswith(STDLIB):
+    if isinstance(net, str) and info.net_dir is not None and stdlib_net(net) is None:
         fields["net"] = os.path.relpath((info.net_dir / net).resolve(), folder.resolve())
     fields["validation"] = plan.info.built.args["validation"]
     return fields
