@@ -97,6 +97,29 @@ def fmt(paths: tuple[str, ...], check_only: bool, diff: bool, stdin_filename: st
     sys.exit(fmt_command(paths, check_only, diff, stdin_filename))
 
 
+@main.command(name="import")
+@click.argument("model", metavar="MODEL.onnx", type=click.Path(dir_okay=False))
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False),
+    help="The .net file to write (default: MODEL.net beside the model); the weights go beside it, NAME.pt.",
+)
+@click.option("--force", is_flag=True, help="Replace the .net file and checkpoint if they exist.")
+def import_(model: str, out: str | None, force: bool) -> None:
+    """Read an ONNX network as a .net file of daic's language and a checkpoint of its weights."""
+    from .imported import write_import
+    from .run import RunError
+
+    net = Path(out) if out else Path(model).with_suffix(".net")
+    try:
+        imported, weights, difference = write_import(model, net, force)
+    except RunError as exc:
+        _fail(str(exc), exc.exit_code)
+    layers = sum(1 for line in imported.text.splitlines() if line.strip() and not line.startswith("#"))
+    matched = f"; onnxruntime matches it within {difference:.2g}" if difference >= 0 else ""
+    click.echo(f"wrote {net} ({layers} lines) and its weights, {weights}{matched}")
+
+
 @main.command()
 @click.argument("folder", default=".")
 def init(folder: str) -> None:
@@ -386,7 +409,9 @@ def _worker_arguments(ctx: click.Context) -> list[str]:
     arguments: list[str] = []
     for param in ctx.command.params:
         value = ctx.params.get(param.name)
-        if param.name == "nproc_per_node" or value is None:
+        # A default is left for the worker to take: what was given is what each mode checks (--timeout).
+        unset = ctx.get_parameter_source(param.name) is click.core.ParameterSource.DEFAULT
+        if param.name == "nproc_per_node" or value is None or unset:
             continue
         if isinstance(param, click.Argument):
             arguments.append(str(value))
@@ -495,8 +520,26 @@ def _start_dashboard(storage: str) -> None:
 
 
 @main.command()
-@click.argument("net", metavar="NET.net", type=click.Path(dir_okay=False))
-@click.option("--weights", required=True, type=click.Path(dir_okay=False), help="A checkpoint of `daic run`.")
+@click.argument("net", metavar="NET", type=click.Path(dir_okay=False), required=False)
+@click.option(
+    "--weights",
+    type=click.Path(dir_okay=False),
+    help="A checkpoint of `daic run` or `daic import` (for NET.net; an ONNX network holds its own).",
+)
+@click.option(
+    "--vnnlib",
+    type=click.Path(),
+    help="Certify VNN-LIB properties instead of a test set: a .vnnlib file, a folder of them, or a "
+    "benchmark's instances.csv (which names each property's network: omit NET). Answers unsat, sat (with a "
+    "witness), timeout or unknown, as VNN-COMP does.",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=60.0,
+    show_default=True,
+    help="With --vnnlib: seconds per property (an instances.csv gives its own).",
+)
 @click.option(
     "--eps",
     multiple=True,
@@ -513,7 +556,8 @@ def _start_dashboard(storage: str) -> None:
     show_default=True,
     help="The cascade, in order: each image goes to the next domain while the earlier ones leave it "
     "undecided. A domain as in a scheme's Verify(...): Box, HBox, CROWN, AlphaCROWN(steps=50), "
-    "BranchAndBound(timeout=60), ... (`daic doc BranchAndBound`).",
+    "BranchAndBound(timeout=60), ... (`daic doc BranchAndBound`). With --vnnlib: Box, CROWN, "
+    "BranchAndBound, within --timeout.",
 )
 @click.option(
     "--attack/--no-attack", default=True, show_default=True, help="PGD first, to falsify images cheaply."
@@ -554,10 +598,14 @@ def verify(ctx: click.Context, **options) -> None:
     from .verify_command import verify as certify_test_set
 
     _use_threads(options["threads"])
+    _check_verify_options(ctx, options)
     nproc = options["nproc_per_node"]
     if nproc and nproc > 1:
         _launch_workers(ctx, nproc, "verify", lambda: None, options["device"])
     group = _join_group(options["device"])
+    if options["vnnlib"] is not None:
+        _verify_properties(ctx, options, group)
+        return
     out = Path(options["out"] or default_record(options["weights"]))
     names = ("net", "weights", "eps", "domains", "attack", "dataset", "data_root", "download", "limit")
     settings = Settings(*(options[name] for name in names), out=out, resume=options["resume"])
@@ -580,6 +628,59 @@ def verify(ctx: click.Context, **options) -> None:
     display.close()
     if group.is_main:
         print_result(result, options["net"], out, options["output_format"])
+    _leave(group, 0)
+
+
+def _check_verify_options(ctx: click.Context, options: dict) -> None:
+    """A test set's options and a property's do not mix; each mode has what it needs."""
+    if options["vnnlib"] is not None:
+        names = ("eps", "dataset", "data_root", "download", "limit")
+        typed = click.core.ParameterSource.COMMANDLINE
+        given = [f"--{name.replace('_', '-')}" for name in names if ctx.get_parameter_source(name) is typed]
+        if given:
+            _fail_usage(f"{', '.join(given)}: a property states its own inputs; omit these with --vnnlib")
+        return
+    if options["net"] is None or options["weights"] is None:
+        _fail_usage("pass NET.net and --weights CHECKPOINT (or --vnnlib PROPERTIES)")
+    if ctx.get_parameter_source("timeout") is click.core.ParameterSource.COMMANDLINE:
+        _fail_usage(
+            "--timeout is the time per property of --vnnlib: for a test set, give BranchAndBound(timeout=S)"
+        )
+
+
+def _verify_properties(ctx: click.Context, options: dict, group: Group) -> None:
+    """`daic verify --vnnlib`: one property's answer on stdout as VNN-COMP writes it, or a table of all."""
+    from .property_command import (
+        DEFAULT_DOMAINS,
+        PropertySettings,
+        default_out,
+        print_properties,
+        verify_properties,
+    )
+    from .run import RunError
+    from .verify_command import VerifyDisplay
+
+    domains = options["domains"]
+    if ctx.get_parameter_source("domains") is not click.core.ParameterSource.COMMANDLINE:
+        domains = DEFAULT_DOMAINS
+    out = Path(options["out"] or default_out(options["vnnlib"]))
+    settings = PropertySettings(options["net"], options["weights"], options["vnnlib"], tuple(domains),
+                                options["attack"], options["timeout"], out, options["resume"])  # fmt: skip
+    display = VerifyDisplay(enabled=group.is_main, unit="properties")
+    try:
+        summary, rows = verify_properties(settings, group, display.update)
+    except KeyboardInterrupt:
+        display.close()
+        click.echo(f"daic: interrupted; what was decided is in {out}: continue with --resume", err=True)
+        _leave(group, 130)
+    except RunError as exc:
+        display.close()
+        if group.is_main:
+            _report(exc)
+        _leave(group, exc.exit_code)
+    display.close()
+    if group.is_main:
+        print_properties(summary, rows, out, options["output_format"])
     _leave(group, 0)
 
 

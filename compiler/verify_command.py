@@ -332,10 +332,10 @@ class VerifyDisplay:
     """A progress bar of verified / falsified / unknown counts and images per second; without a terminal,
     a line at every tenth of the images."""
 
-    def __init__(self, enabled: bool) -> None:
+    def __init__(self, enabled: bool, unit: str = "images") -> None:
         from rich.console import Console
 
-        self.enabled = enabled
+        self.enabled, self.unit = enabled, unit
         self.console = Console(stderr=True, soft_wrap=True, highlight=False)
         self.bar = None
         self.task = None
@@ -346,11 +346,11 @@ class VerifyDisplay:
             return
         done = sum(counts.values())
         text = ", ".join(f"{counts.get(s, 0):,} {s}" for s in ("verified", "falsified", "unknown", "error"))
-        text += f"; {rate:.2f} images/s"
+        text += f"; {rate:.2f} {self.unit}/s"
         if not self.console.is_terminal:
             if done * 10 // max(1, total) > self.tenths or done == total:
                 self.tenths = done * 10 // max(1, total)
-                self.console.print(f"certifying: {done:,}/{total:,} images: {text}")
+                self.console.print(f"certifying: {done:,}/{total:,} {self.unit}: {text}")
             return
         if self.bar is None:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn

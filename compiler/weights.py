@@ -103,14 +103,35 @@ def certified_epsilon(state: Mapping[str, Any], given: float | None) -> float:
 def load_trained(net_path: str, weights: str, dataset: str | None):
     """The lowered network with the checkpoint's weights, its checkpoint, and the data set (a `Built`, for
     `lower_dataset`)."""
-    import torch
-
     state = read_checkpoint(weights, "pass a whole checkpoint of `daic run`")
     data = _dataset(dataset or state.get("dataset"), given=dataset is not None)
     try:
         _tree, network = load_network(net_path, data)
     except UsageError as exc:
         raise RunError(str(exc), exit_code=2) from None
+    return _with_weights(network, net_path, weights, state), state, data, network
+
+
+def load_without_data(net_path: str, weights: str):
+    """The lowered network with the checkpoint's weights and the checkpoint, for a network whose file
+    gives its input's shape (an `input_shape` annotation), with no data set: what a property certifies."""
+    state = read_checkpoint(weights, "pass a whole checkpoint of `daic run` or `daic import`")
+    try:
+        network = load_network(net_path, None)[1]
+    except UsageError as exc:
+        raise RunError(str(exc), exit_code=2) from None
+    if network.input_shape is None:
+        raise RunError(
+            f"{net_path} does not say its input's shape: add input_shape=[H, W, C] (or [F]) to its first "
+            "layer",
+            exit_code=2,
+        )
+    return _with_weights(network, net_path, weights, state), state, network
+
+
+def _with_weights(network, net_path: str, weights: str, state: dict[str, Any]):
+    import torch
+
     model = lower_network(network)
     saved = state.get("model", state)
     mismatch = weights_mismatch(model, saved)
@@ -122,7 +143,7 @@ def load_trained(net_path: str, weights: str, dataset: str | None):
         )
     model.load_state_dict(saved)
     torch.set_grad_enabled(True)
-    return model, state, data, network
+    return model
 
 
 def _dataset(name: object, given: bool) -> Built:

@@ -51,6 +51,7 @@ class Outcome:
     margin: float | None = None
     seconds: float = 0.0
     message: str | None = None
+    witness: Tensor | None = None  # falsified: the point (an input of the network) that falsified it
 
     def record(self) -> dict[str, object]:
         """The outcome as one JSON object (a line of `daic verify --out`)."""
@@ -145,10 +146,13 @@ def falsify(batch: Batch, pending: Tensor, points: Tensor, margins: Tensor, by: 
     inside = (
         ((points >= batch.inner_lower[pending]) & (points <= batch.inner_upper[pending])).flatten(1).all(1)
     )
-    for i, margin, ok in zip(pending.tolist(), margins.tolist(), inside.tolist(), strict=True):
+    for k, (i, margin, ok) in enumerate(
+        zip(pending.tolist(), margins.tolist(), inside.tolist(), strict=True)
+    ):
         if ok and margin <= 0:
             outcome = batch.outcomes[i]
             outcome.status, outcome.by, outcome.margin = "falsified", by, margin
+            outcome.witness = points[k].detach()
 
 
 class Bounds(Step):

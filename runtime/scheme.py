@@ -19,6 +19,7 @@ class Scheme:
     goal: Goal
     epochs: int
     net: str | None = None
+    weights: str | None = None  # a checkpoint whose network weights training starts from
     batch: int = 50
     optimizer: SGD | Adam = field(default_factory=Adam)
     lr: Steps | None = None

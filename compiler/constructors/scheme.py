@@ -25,6 +25,13 @@ SCHEME_DECL = Constructor(
     SCHEME,
     (
         Param("net", STR, None, "The network file, relative to this file (the CLI's --net overrides it)."),
+        Param(
+            "weights",
+            STR,
+            None,
+            "A checkpoint (of `daic run`, or `daic import`'s of an ONNX network) whose network weights "
+            "training starts from, relative to this file: fine-tuning. Not given: a fresh initialisation.",
+        ),
         Param("data", DATASET, doc="The data set.", fixed="every trial of a study learns from the same data"),
         Param(
             "epsilon",

@@ -112,18 +112,19 @@ def _with_network(scheme_path: str, info: SchemeInfo, module: Module, net_path: 
     return Plan(scheme_path, info, module, net_path, tree, network)
 
 
-def load_network(net_path: str, data: Built) -> tuple[A.NetFile, Network]:
+def load_network(net_path: str, data: Built | None) -> tuple[A.NetFile, Network]:
     """The `.net` file at `net_path`, parsed and checked against the data set `data` (as a scheme or
-    --dataset builds it: ImageFolder's arguments give its shape); a RunError with its diagnostics when it
-    does not fit."""
+    --dataset builds it: ImageFolder's arguments give its shape; None: the file's own annotations); a
+    RunError with its diagnostics when it does not fit."""
     source = read(net_path)
     if source.problem is not None:
         raise RunError(f"{net_path} cannot be read", [source.problem])
     parsed = parse_net(source.text)
-    network = analyze_for_data(parsed.tree, data.decl.dataset.for_args(data.args))
+    network = analyze_for_data(parsed.tree, None if data is None else data.decl.dataset.for_args(data.args))
     problems = [replace(d, path=net_path) for d in (*parsed.diagnostics, *network.diagnostics)]
     if any(d.is_error for d in problems):
-        raise RunError(f"{net_path} does not fit {data.decl.name}", problems)
+        what = "has errors" if data is None else f"does not fit {data.decl.name}"
+        raise RunError(f"{net_path} {what}", problems)
     return parsed.tree, network
 
 
@@ -138,7 +139,33 @@ def lowered(plan: Plan, seed: int | None = None) -> tuple[Scheme, nn.Module]:
     if seed is not None:
         scheme.seed = seed
     torch.manual_seed(scheme.seed)
-    return scheme, ibp_init_(lower_network(plan.network), seed=scheme.seed)
+    model = ibp_init_(lower_network(plan.network), seed=scheme.seed)
+    if scheme.weights is not None:
+        _start_from(model, plan, scheme.weights)
+    return scheme, model
+
+
+def _start_from(model: nn.Module, plan: Plan, weights: str) -> None:
+    """The scheme's `weights`: the checkpoint's network weights loaded into the network to train."""
+    from pathlib import Path
+
+    from ..weights import read_checkpoint, weights_mismatch
+
+    path = Path(plan.scheme_path).parent / weights
+    where = f"scheme {plan.scheme.node.name}: `weights`"
+    if not path.is_file():
+        raise RunError(
+            f"{where}: no checkpoint {path} (paths are relative to the scheme's file)", exit_code=2
+        )
+    state = read_checkpoint(path, f"correct {where}")
+    saved = state.get("model", state)
+    mismatch = weights_mismatch(model, saved)
+    if mismatch is not None:
+        raise RunError(
+            f"scheme {plan.scheme.node.name}: `weights` {weights} does not fit {plan.net_path}: {mismatch}",
+            exit_code=2,
+        )
+    model.load_state_dict(saved)
 
 
 def definition(plan: Plan, scheme: Scheme) -> dict[str, object]:
