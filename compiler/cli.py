@@ -556,8 +556,8 @@ def _start_dashboard(storage: str) -> None:
     show_default=True,
     help="The cascade, in order: each image goes to the next domain while the earlier ones leave it "
     "undecided. A domain as in a scheme's Verify(...): Box, HBox, CROWN, AlphaCROWN(steps=50), "
-    "BranchAndBound(timeout=60), ... (`daic doc BranchAndBound`). With --vnnlib: Box, CROWN, "
-    "BranchAndBound, within --timeout.",
+    "BranchAndBound(timeout=60), ... (`daic doc BranchAndBound`). With --vnnlib: Box, CROWN, then "
+    "InputSplit for a network of at most 32 inputs, else BranchAndBound, within --timeout.",
 )
 @click.option(
     "--attack/--no-attack", default=True, show_default=True, help="PGD first, to falsify images cheaply."
@@ -650,21 +650,15 @@ def _check_verify_options(ctx: click.Context, options: dict) -> None:
 
 def _verify_properties(ctx: click.Context, options: dict, group: Group) -> None:
     """`daic verify --vnnlib`: one property's answer on stdout as VNN-COMP writes it, or a table of all."""
-    from .property_command import (
-        DEFAULT_DOMAINS,
-        PropertySettings,
-        default_out,
-        print_properties,
-        verify_properties,
-    )
+    from .property_command import PropertySettings, default_out, print_properties, verify_properties
     from .run import RunError
     from .verify_command import VerifyDisplay
 
-    domains = options["domains"]
+    domains = tuple(options["domains"])
     if ctx.get_parameter_source("domains") is not click.core.ParameterSource.COMMANDLINE:
-        domains = DEFAULT_DOMAINS
+        domains = None  # chosen for the network: its input box split if it has few inputs
     out = Path(options["out"] or default_out(options["vnnlib"]))
-    settings = PropertySettings(options["net"], options["weights"], options["vnnlib"], tuple(domains),
+    settings = PropertySettings(options["net"], options["weights"], options["vnnlib"], domains,
                                 options["attack"], options["timeout"], out, options["resume"])  # fmt: skip
     display = VerifyDisplay(enabled=group.is_main, unit="properties")
     try:

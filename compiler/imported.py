@@ -124,7 +124,14 @@ def compare_with_onnxruntime(imported: Imported, path: str | Path) -> float:
     with torch.no_grad():
         ours = imported.model(probe).numpy()
     rows = [probe[i : i + 1] for i in range(len(probe))] if batch == 1 else [probe]
-    theirs = [session.run(None, {given.name: row.numpy()})[0] for row in rows]
+    # The file's own input shape (mnistfc's (1, 784, 1) is daic's vector of 784).
+    declared = [d if isinstance(d, int) else -1 for d in given.shape[1:]]
+    try:
+        theirs = [
+            session.run(None, {given.name: row.numpy().reshape(len(row), *declared)})[0] for row in rows
+        ]
+    except Exception as exc:  # onnxruntime raises its own kinds for a model it cannot run
+        raise ImportFailure(f"{path}: onnxruntime cannot run it ({str(exc).splitlines()[0][:200]})") from None
     return float(np.abs(ours - np.concatenate(theirs).reshape(ours.shape)).max())
 
 
@@ -150,9 +157,9 @@ def write_import(source: str | Path, net: Path, force: bool = False) -> tuple[Im
         raise RunError(f"{' and '.join(existing)} already exist: pass --force to replace them", exit_code=2)
     try:
         imported = import_onnx(source)
+        difference = compare_with_onnxruntime(imported, source)
     except ImportFailure as exc:
         raise RunError(str(exc), exit_code=2) from None
-    difference = compare_with_onnxruntime(imported, source)
     try:
         save_atomic(checkpoint_state(imported, source), weights)
         write_atomic(net, lambda handle: handle.write(imported.text.encode()))

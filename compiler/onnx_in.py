@@ -10,6 +10,7 @@ bias. Any other operator, or a graph of another shape, is an `ImportFailure` nam
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,8 +73,23 @@ def read_onnx(path: str | Path) -> ImportedNetwork:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ImportFailure(f"{path} is not an ONNX model onnx can read ({first})") from None
     graph = _Graph(model.graph)
-    layers = graph.walk(graph.input, graph.output)
+    layers = _without_identities(graph.walk(graph.input, graph.output))
     return ImportedNetwork(graph.input_shape, layers, str(path))
+
+
+def _without_identities(items: list[Item]) -> list[Item]:
+    """The layers but the normalisations that change nothing (ACAS Xu subtracts a mean of zeros)."""
+    kept: list[Item] = []
+    for item in items:
+        if isinstance(item, ImportedBlock):
+            kept.append(
+                ImportedBlock((_without_identities(item.branches[0]), _without_identities(item.branches[1])))
+            )
+        elif not (
+            item.kind == "Normalize" and all(item.params["mean"] == 0) and all(item.params["std"] == 1)
+        ):
+            kept.append(item)
+    return kept
 
 
 class _Graph:
@@ -94,13 +110,8 @@ class _Graph:
                 "of one input and one output"
             )
         self.input, self.output = inputs[0], graph.output[0].name
-        shape = self.shapes.get(self.input)
-        if shape is None or len(shape) not in (2, 4) or any(not isinstance(d, int) for d in shape[1:]):
-            raise ImportFailure(
-                f"the input {self.input!r} has shape {shape}: daic reads (batch, C, H, W) or (batch, F)"
-            )
-        self.input_shape: tuple[int, ...] = tuple(shape[1:])
         static = self._static(graph.node)
+        self.input_shape = self._input_shape(graph.node, static)
         self.nodes = {node.output[0]: node for node in graph.node}
         self.order = {node.output[0]: i for i, node in enumerate(graph.node)}
         self.readers: dict[str, list[Any]] = {}
@@ -110,6 +121,29 @@ class _Graph:
             for name in dict.fromkeys(node.input):
                 if name and name not in self.constants:
                     self.readers.setdefault(name, []).append(node)
+
+    def _input_shape(self, nodes, static: set[str]) -> tuple[int, ...]:
+        """(C, H, W) or (F,): the input's shape but its batch; another rank is read as the vector it is
+        when the network flattens it first (mnistfc's (1, 784, 1))."""
+        shape = self.shapes.get(self.input)
+        known = shape is not None and len(shape) >= 2 and all(isinstance(d, int) for d in shape[1:])
+        if known and len(shape) in (2, 4):
+            return tuple(shape[1:])
+        value = self.input
+        while known:  # element-wise steps by constants, then the flattening
+            readers = [n for n in nodes if value in n.input and n.output[0] not in static]
+            if len(readers) != 1:
+                break
+            if readers[0].op_type in ("Flatten", "Reshape"):
+                if len(self.shapes.get(readers[0].output[0]) or []) == 2:
+                    return (math.prod(shape[1:]),)
+                break
+            if readers[0].op_type not in ("Sub", "Div", "Mul", "Add", "Identity"):
+                break
+            value = readers[0].output[0]
+        raise ImportFailure(
+            f"the input {self.input!r} has shape {shape}: daic reads (batch, C, H, W) or (batch, F)"
+        )
 
     def _static(self, nodes: Iterable[Any]) -> set[str]:
         """Values computed from shapes and constants only (a Reshape's target, computed from Shape)."""

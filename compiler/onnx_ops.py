@@ -7,6 +7,7 @@ that names the node and what to change.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -153,6 +154,8 @@ def flatten(graph, node, value: str, items: list[Item]) -> None:
 
 def _flatten_unless_flat(graph, value: str, node, items: list[Item]) -> None:
     shape = graph.shape(value)
+    if value == graph.input and len(graph.input_shape) == 1:
+        return  # an input of another rank, read as the vector it is
     if shape is None or len(shape) > 1:
         items.append(ImportedLayer("Flatten", {}, {}, node_name(node)))
 
@@ -183,6 +186,9 @@ def elementwise(graph, node, value: str, items: list[Item]) -> None:
         del last.params["bias"]
         return
     shape = graph.shape(value)
+    if len(graph.input_shape) == 1 and shape is not None and len(shape) > 1:
+        shape = (math.prod(shape),)  # a vector network's input before its flattening: per feature
+        c = c.reshape(-1) if c.size == shape[0] else c
     per = _per_channel(node, c, shape)
     if not (isinstance(last, ImportedLayer) and last.kind == "Normalize"):
         last = ImportedLayer(

@@ -31,7 +31,14 @@ if TYPE_CHECKING:
     from daic.runtime.distributed import Group
 
 ANSWERS = {"verified": "unsat", "falsified": "sat", "unknown": "unknown", "error": "unknown"}
-DEFAULT_DOMAINS = ("Box", "CROWN", "BranchAndBound")
+FEW_INPUTS = 32
+"""Networks of at most this many inputs are searched by splitting their input box (InputSplit), others by
+splitting ReLUs (BranchAndBound), unless --domain says otherwise."""
+
+
+def default_domains(inputs: int) -> tuple[str, ...]:
+    """The cascade after the attack when --domain is not given, for a network of `inputs` inputs."""
+    return ("Box", "CROWN", "InputSplit" if inputs <= FEW_INPUTS else "BranchAndBound")
 
 
 @dataclass
@@ -291,7 +298,7 @@ class PropertySettings:
     net: str | None
     weights: str | None
     target: str
-    domains: tuple[str, ...]
+    domains: tuple[str, ...] | None  # None: `default_domains` for the network
     attack: bool
     timeout: float
     out: Path
@@ -314,13 +321,14 @@ def verify_properties(settings: PropertySettings, group: Group, display) -> tupl
     from .types import DOMAIN
     from .verify_command import Record
 
+    todo = instances(settings.target, settings.net, settings.timeout)
+    networks = Networks(settings.weights, group.device)
+    domains = settings.domains or default_domains(math.prod(networks.get(todo[0].network).input_shape))
     try:
-        methods = [lower_value(check_expression(d, DOMAIN)) for d in dict.fromkeys(settings.domains)]
+        methods = [lower_value(check_expression(d, DOMAIN)) for d in dict.fromkeys(domains)]
     except ExpressionError as exc:
         raise RunError(f"--domain: {exc}", exit_code=2) from None
     steps = cascade(methods, attack=settings.attack)
-    todo = instances(settings.target, settings.net, settings.timeout)
-    networks = Networks(settings.weights, group.device)
     identity = {
         "properties": str(Path(settings.target).resolve()),
         "networks": sorted({networks.get(i.network).identity["weights_sha256"] for i in todo}),

@@ -104,7 +104,7 @@ def load_trained(net_path: str, weights: str, dataset: str | None):
     """The lowered network with the checkpoint's weights, its checkpoint, and the data set (a `Built`, for
     `lower_dataset`)."""
     state = read_checkpoint(weights, "pass a whole checkpoint of `daic run`")
-    data = _dataset(dataset or state.get("dataset"), given=dataset is not None)
+    data = dataset_named(dataset or state.get("dataset"), given=dataset is not None)
     try:
         _tree, network = load_network(net_path, data)
     except UsageError as exc:
@@ -146,7 +146,7 @@ def _with_weights(network, net_path: str, weights: str, state: dict[str, Any]):
     return model
 
 
-def _dataset(name: object, given: bool) -> Built:
+def dataset_named(name: object, given: bool) -> Built:
     """The data set `name` (given with --dataset, or the checkpoint's), with its default arguments; or, for
     a data set its arguments describe (ImageFolder), as --dataset writes it in the language."""
     known = REGISTRY.names(Category.DATASET)

@@ -5,3 +5,27 @@ language server) -> ``daic.runtime`` (PyTorch). ``daic.stdlib`` holds the paper'
 """
 
 __version__ = "0.1.0"
+
+API = (
+    "DaicError",
+    "check",
+    "load_scheme",
+    "train",
+    "load_network",
+    "load_data",
+    "import_onnx",
+    "certify",
+    "verify_vnnlib",
+    "export_onnx",
+)
+"""The Python API (`daic.api`), loaded on first use so that `import daic` stays light (no torch)."""
+
+__all__ = ["__version__", *API]
+
+
+def __getattr__(name: str):
+    if name in API:
+        from . import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'daic' has no attribute {name!r}")

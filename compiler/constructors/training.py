@@ -188,4 +188,21 @@ DECLARATIONS = [
         "daic.runtime.complete:BranchAndBound",
         aliases=("BaB",),
     ),
+    Constructor(
+        "InputSplit",
+        Category.DOMAIN,
+        DOMAIN,
+        (
+            Param(
+                "timeout", FLOAT, 60.0, "Seconds per image before it is left unknown.", low=0, low_open=True
+            ),
+            Param("batch", INT, 512, "Boxes bounded together per step of the search.", low=1),
+        ),
+        "Complete verification for networks of few inputs (ACAS Xu's 5): branch and bound over the input "
+        "box, each undecided box halved along the input it is widest in (relative to the whole box) and "
+        "bounded by CROWN, each box's centre run through the network. Every image ends verified, falsified "
+        "or, past the time limit, unknown. Where inputs are many (images), BranchAndBound's ReLU splits do "
+        "better.",
+        "daic.runtime.input_split:InputSplit",
+    ),
 ]

@@ -227,3 +227,29 @@ def test_a_convolution_daic_cannot_compute_is_refused_with_the_reason(tmp_path, 
     assert result.exit_code == 2
     why = "group 2: daic's Conv2D is a dense convolution" if change == "group" else "dilations [2, 2]"
     assert "node '/0/Conv' (Conv): " in result.stderr and why in result.stderr
+
+
+def test_an_input_the_network_flattens_first_is_a_vector_and_a_zero_mean_no_layer(tmp_path):
+    """mnistfc's input is (1, 784, 1), flattened at once; ACAS Xu subtracts a mean of zeros."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    weight = numpy_helper.from_array(torch.ones(2, 6).numpy(), "w")
+    zeros = numpy_helper.from_array(torch.zeros(1, 6, 1).numpy(), "mean")
+    nodes = [
+        helper.make_node("Sub", ["x", "mean"], ["centred"]),
+        helper.make_node("Flatten", ["centred"], ["flat"]),
+        helper.make_node("Gemm", ["flat", "w"], ["y"], transB=1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 6, 1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2])],
+        [weight, zeros],
+    )
+    path = tmp_path / "flat.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+    result = CliRunner().invoke(main, ["import", str(path)])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "flat.net").read_text().splitlines()[1:] == ["Linear out=2 bias=False input_shape=[6]"]

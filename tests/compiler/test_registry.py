@@ -47,6 +47,7 @@ def test_table2_goals_and_test_time_constructors():
         "CROWN",
         "AlphaCROWN",
         "BranchAndBound",
+        "InputSplit",
     }
     sample = REGISTRY.lookup("Sample")[0]
     assert sample.forms == (("delta", "g_s", "g_t"), ("delta", "r", "g_s", "g_t"))

@@ -10,6 +10,7 @@ import torch
 
 from daic.runtime.certify import Attack, Bounds, cascade
 from daic.runtime.complete import BranchAndBound
+from daic.runtime.input_split import InputSplit
 from daic.runtime.layers import Linear, ReLU, Sequential
 from daic.runtime.specification import certify_region, clause_layers
 from daic.runtime.verification import BoxDomain, CROWNDomain
@@ -106,3 +107,27 @@ def test_a_counterexample_must_lie_in_the_inner_box():
     empty_inside = (torch.ones(3, dtype=torch.float64), torch.zeros(3, dtype=torch.float64))
     outcome = certify_region(model, always, [Attack()], (lower, upper), empty_inside)
     assert outcome.status == "unknown" and outcome.witness is None
+
+
+def test_splitting_the_input_box_decides_what_crown_leaves_open_and_is_right():
+    found = []
+    for seed in range(10):
+        model = small_network(seed)
+        generator = torch.Generator().manual_seed(200 + seed)
+        lower = torch.rand(3, generator=generator, dtype=torch.float64) - 0.5
+        upper = lower + 1.5 * torch.rand(3, generator=generator, dtype=torch.float64)
+        clauses = near_boundary(model, generator, lower, upper, 4, 2)
+        steps = [Bounds(CROWNDomain()), InputSplit()]
+        outcome = certify_region(model, clauses, steps, (lower, upper), (lower, upper))
+        found.append((outcome.status, outcome.by))
+        points = lower + (upper - lower) * torch.rand(20000, 3, generator=generator, dtype=torch.float64)
+        with torch.no_grad():
+            satisfied = (largest(clauses, model(points)) <= 0).any(1)
+        if outcome.status == "verified":
+            assert not satisfied.any() and outcome.margin > 0
+        else:
+            assert outcome.status == "falsified"
+            with torch.no_grad():
+                assert bool((largest(clauses, model(outcome.witness.unsqueeze(0))) <= 0).any())
+    assert ("verified", "InputSplit") in found, found
+    assert ("falsified", "InputSplit") in found or ("falsified", "clean") in found, found

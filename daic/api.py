@@ -1,0 +1,191 @@
+"""daic as a library: check sources, load and train a scheme, load or import a network, certify images or
+VNN-LIB properties, export. The command line does the same through the same parts; every failure a user
+can cause is a `DaicError` with the message the command line prints.
+
+    import daic
+    plan = daic.load_scheme("examples/quickstart.dai")
+    summary = daic.train(plan, "runs/q", epochs=2)
+    model = daic.load_network("examples/digits_conv.net", "runs/q/checkpoint.pt")
+    outcomes = daic.certify(model, x, y, epsilon=0.1, domains=["Box", "CROWN"])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from torch import Tensor, nn
+
+    from daic.compiler.imported import Imported
+    from daic.compiler.run import Plan
+    from daic.dsl.diagnostics import Diagnostic
+    from daic.runtime.certify import Outcome
+    from daic.runtime.data import TensorData
+
+
+class DaicError(Exception):
+    """A failure the user can act on (bad sources, a missing file, options that do not fit): the message
+    says where and what to do, as the command line prints it."""
+
+    def __init__(self, message: str, diagnostics: Sequence[Diagnostic] = ()) -> None:
+        super().__init__(message)
+        self.diagnostics = list(diagnostics)
+
+
+def _raising(call, *args, **kwargs):
+    """`call`, its RunError / UsageError / ImportFailure / PropertyError made a DaicError."""
+    from daic.compiler.onnx_in import ImportFailure
+    from daic.compiler.run import RunError
+    from daic.compiler.sources import UsageError
+    from daic.compiler.vnnlib_in import PropertyError
+
+    try:
+        return call(*args, **kwargs)
+    except RunError as exc:
+        raise DaicError(str(exc), getattr(exc, "diagnostics", ())) from None
+    except (UsageError, ImportFailure, PropertyError) as exc:
+        raise DaicError(str(exc)) from None
+
+
+def check(*paths: str | Path) -> list[Diagnostic]:
+    """The diagnostics of `.net` and `.dai` files (folders: every such file in them), errors and
+    warnings, as `daic check` reports them; an empty list when all is well."""
+    from daic.compiler.check import check_path
+    from daic.compiler.sources import discover
+
+    files = _raising(discover, [str(p) for p in paths])
+    return [d for path in files for d in check_path(path).diagnostics]
+
+
+def load_scheme(path: str | Path, scheme: str | None = None, net: str | Path | None = None) -> Plan:
+    """A scheme of a `.dai` file (`scheme`: which, when it declares several) with its network (or `net`),
+    checked and resolved: what `train` trains."""
+    from daic.compiler.run import plan_run
+
+    return _raising(plan_run, str(path), scheme, None if net is None else str(net))
+
+
+def train(
+    plan: Plan | str | Path,
+    out: str | Path,
+    *,
+    epochs: int | None = None,
+    device: str = "cpu",
+    seed: int | None = None,
+    resume: bool = False,
+) -> dict[str, Any]:
+    """Trains a scheme (a `load_scheme` result, or a `.dai` path) into the run folder `out`, as `daic run`
+    does, without its display; returns the summary (the final row of each test, the epochs, the seconds)."""
+    from daic.compiler.display import Silent
+    from daic.compiler.run import execute
+
+    plan = plan if not isinstance(plan, (str, Path)) else load_scheme(plan)
+    return _raising(execute, plan, Path(out), epochs=epochs, data_root=None, download=False, device=device,
+                    resume=resume, display=Silent(), seed=seed)  # fmt: skip
+
+
+def load_network(net: str | Path, weights: str | Path | None = None) -> nn.Module:
+    """The network of a `.net` file (its first layer says the input's shape) with a checkpoint's weights
+    (of `daic run` or `daic import`), or freshly initialised without one; in evaluation mode."""
+    from daic.compiler.lower import lower_network
+    from daic.compiler.run.plan import load_network as checked_network
+    from daic.compiler.weights import load_without_data
+
+    if weights is not None:
+        return _raising(load_without_data, str(net), str(weights))[0].eval()
+    return lower_network(_raising(checked_network, str(net), None)[1]).eval()
+
+
+def load_data(dataset: str, root: str | Path | None = None, download: bool = False) -> TensorData:
+    """A data set by its name in the language (`Digits`, `MNIST`, ...; a call such as
+    `ImageFolder(path="DIR", size=32, classes=10)` too): ``train_x``, ``train_y``, ``test_x``, ``test_y``
+    (float32 images in [0, 1], channels first), ``classes``, ``value_range``."""
+    from daic.compiler.lower import lower_dataset
+    from daic.compiler.weights import dataset_named
+    from daic.runtime.data import DataError
+
+    built = _raising(dataset_named, dataset, True)
+    try:
+        return lower_dataset(built).load(None if root is None else str(root), download)
+    except DataError as exc:
+        raise DaicError(str(exc)) from None
+
+
+def import_onnx(path: str | Path) -> Imported:
+    """An ONNX network as daic reads it: ``.text`` (the `.net` file), ``.network`` (checked) and
+    ``.model`` (the module with the file's weights)."""
+    from daic.compiler.imported import import_onnx as read
+
+    return _raising(read, path)
+
+
+def certify(
+    model: nn.Module,
+    x: Tensor,
+    y: Tensor,
+    epsilon: float,
+    *,
+    domains: Sequence[str] = ("Box", "HBox", "CROWN"),
+    attack: bool = True,
+    value_range: tuple[float, float] = (0.0, 1.0),
+) -> list[Outcome]:
+    """Certifies the images `x` (labels `y`) at radius `epsilon` with the cascade `domains` (written as in
+    a scheme's Verify: "Box", "CROWN", "BranchAndBound(timeout=30)"), after PGD unless `attack` is False,
+    in float64 with outward rounding, as `daic verify` does. Each outcome has ``status`` (verified,
+    falsified, unknown, error), ``by``, ``margin`` and, when falsified, the ``witness``."""
+    import copy
+
+    from daic.runtime.certify import certify as run_cascade
+
+    steps = _cascade(domains, attack)
+    exact = copy.deepcopy(model).double()
+    return run_cascade(exact, steps, x.double(), y, float(epsilon), value_range)
+
+
+def _cascade(domains: Sequence[str], attack: bool) -> list:
+    from daic.compiler.expressions import ExpressionError, check_expression
+    from daic.compiler.lower import lower_value
+    from daic.compiler.types import DOMAIN
+    from daic.runtime.certify import cascade
+
+    try:
+        methods = [lower_value(check_expression(d, DOMAIN)) for d in domains]
+    except ExpressionError as exc:
+        raise DaicError(f"domains: {exc}") from None
+    return cascade(methods, attack=attack)
+
+
+def verify_vnnlib(
+    network: str | Path,
+    prop: str | Path,
+    *,
+    weights: str | Path | None = None,
+    domains: Sequence[str] | None = None,
+    timeout: float = 60.0,
+) -> dict[str, Any]:
+    """One VNN-LIB property on a network (an `.onnx` file, or a `.net` file with `weights`), as `daic
+    verify --vnnlib` answers it: a dict with ``result`` (unsat, sat, timeout, unknown), ``status``,
+    ``domain``, ``margin``, ``seconds`` and, for sat, the ``witness`` (``X`` and ``Y``)."""
+    import math
+
+    import torch
+
+    from daic.compiler.property_command import Instance, Networks, decide, default_domains
+    from daic.compiler.vnnlib_in import read_property
+
+    certifier = _raising(
+        Networks(None if weights is None else str(weights), torch.device("cpu")).get, str(network)
+    )
+    chosen = domains if domains is not None else default_domains(math.prod(certifier.input_shape))
+    instance = Instance(str(network), Path(prop), float(timeout))
+    return _raising(decide, instance, _raising(read_property, prop), certifier, _cascade(chosen, True), 0)
+
+
+def export_onnx(model: nn.Module, input_shape: Sequence[int], path: str | Path) -> float:
+    """Writes the concrete network as ONNX (checked; abstract layers dropped, BatchNorm folded) and
+    returns the largest difference between onnxruntime's outputs and PyTorch's (-1 without onnxruntime)."""
+    from daic.compiler.weights import export_onnx as write
+
+    return _raising(write, model, tuple(input_shape), Path(path))

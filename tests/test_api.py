@@ -1,0 +1,83 @@
+"""The Python API (`import daic`): the README's example runs as written, and each function answers as its
+command does, a user's mistake a `daic.DaicError` with the command's message."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import daic
+
+ROOT = Path(__file__).resolve().parents[1]
+
+torch.set_num_threads(1)
+
+
+def test_the_readmes_example_runs(tmp_path, monkeypatch, capsys):
+    text = (ROOT / "README.md").read_text()
+    code = re.search(r"### Python: .*?```python\n(.*?)```", text, re.S).group(1)
+    for folder in ("examples", "stdlib"):
+        (tmp_path / folder).symlink_to(ROOT / folder)
+    monkeypatch.chdir(tmp_path)
+    scope: dict = {}
+    exec(compile(code, "README.md", "exec"), scope)
+    assert scope["errors"] == []
+    assert scope["summary"]["epochs"] == 2 and (tmp_path / "runs" / "api" / "checkpoint.pt").exists()
+    outcomes = scope["outcomes"]
+    assert len(outcomes) == 40 and {o.status for o in outcomes} <= {"verified", "falsified", "unknown"}
+    assert 0 < scope["verified"] <= 40
+    assert re.fullmatch(
+        r"\d+ of 40 verified at eps 0.05; the run's accuracy \d+\.\d%\n", capsys.readouterr().out
+    )
+
+
+def test_import_daic_loads_no_torch():
+    code = "import sys, daic; print('torch' in sys.modules, daic.__version__)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split()[0] == "False"
+
+
+def test_check_returns_the_diagnostics_of_a_source(tmp_path):
+    net = tmp_path / "bad.net"
+    net.write_text("Conv2D filters=16 input_shape=[8, 8, 1]\n")
+    (diagnostic,) = daic.check(net)
+    assert diagnostic.is_error and diagnostic.span.line == 1 and "kernel_size" in diagnostic.message
+
+
+def test_mistakes_are_daic_errors_with_the_commands_message(tmp_path):
+    with pytest.raises(daic.DaicError, match=r"is not a \.dai scheme"):
+        daic.load_scheme(tmp_path / "x.txt")
+    with pytest.raises(daic.DaicError, match=r"--dataset Nope: no such data set"):
+        daic.load_data("Nope")
+    with pytest.raises(daic.DaicError, match="domains: "):
+        daic.certify(
+            torch.nn.Identity(), torch.zeros(1, 2), torch.zeros(1, dtype=torch.long), 0.1, domains=["Bx"]
+        )
+    with pytest.raises(daic.DaicError, match="does not exist"):
+        daic.import_onnx(tmp_path / "none.onnx")
+    with pytest.raises(AttributeError):
+        daic.not_a_function  # noqa: B018
+
+
+def test_a_network_without_weights_is_freshly_initialised_and_exports(tmp_path):
+    model = daic.load_network(ROOT / "stdlib" / "nets" / "digits_ffnn.net")
+    assert model(torch.rand(3, 1, 8, 8)).shape == (3, 10)
+    assert 0 <= daic.export_onnx(model, (1, 8, 8), tmp_path / "m.onnx") < 1e-4
+    imported = daic.import_onnx(tmp_path / "m.onnx")
+    x = torch.rand(4, 1, 8, 8)
+    with torch.no_grad():
+        assert torch.allclose(imported.model(x), model(x), atol=1e-5)
+
+
+def test_a_vnnlib_property_is_answered_as_the_command_answers_it(tmp_path):
+    from tests.compiler.test_verify_properties import prop, two_by_two
+
+    network = two_by_two(tmp_path / "two.onnx")
+    assert daic.verify_vnnlib(network, prop(tmp_path / "p1.vnnlib", "1.5"))["result"] == "unsat"
+    answer = daic.verify_vnnlib(network, prop(tmp_path / "p2.vnnlib", "0.5"), domains=["Box"])
+    assert answer["result"] == "sat" and answer["witness"]["Y"][1] - answer["witness"]["Y"][0] >= 0.5
