@@ -116,6 +116,26 @@ class Step:
         raise NotImplementedError
 
 
+class Search(Step):
+    """A complete step that searches each image on its own until its `timeout` (seconds) passes, leaving
+    it unknown then; subclasses say how (`_search`)."""
+
+    complete = True
+    times_each = True
+    timeout = 60.0
+
+    def decide(self, model: nn.Module, batch: Batch, pending: Tensor) -> None:
+        for i in pending.tolist():
+            started = time.perf_counter()
+            with torch.no_grad(), exact_float():
+                self._search(model, batch, i, started + self.timeout)
+            batch.outcomes[i].seconds += time.perf_counter() - started
+
+    def _search(self, model: nn.Module, batch: Batch, i: int, deadline: float) -> None:
+        """Decides image i in its outcome, if it can before `deadline` (`time.perf_counter()`)."""
+        raise NotImplementedError
+
+
 def least_margins(model: nn.Module, x: Tensor, y: Tensor) -> Tensor:
     """``(B,)``: ``min_j (y_t - y_j)`` of the network at the points ``x``, computed by running it."""
     with torch.no_grad():

@@ -29,14 +29,14 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor, nn
 
-from .certify import Batch, Step, falsify, least_margins
+from .certify import Batch, Search, falsify, least_margins
 from .context import AbstractContext
 from .domains.coeffs import Dense
 from .domains.element import margin_others
 from .domains.rounding import outward_rounding
 from .domains.symbolic import Backward, Symbolic, backsubstitute
 from .layers.activation import ReLU, crown_relaxation
-from .verification import exact_float, optimized_lower
+from .verification import optimized_lower
 
 ROOT_RATE = 0.5
 """Adam's rate for the intermediate bounds' slopes at the root (AlphaCROWN's default)."""
@@ -85,11 +85,8 @@ class Bounded:
         return [None if w is None else w.for_rows(keep) for w in self.warm]
 
 
-class BranchAndBound(Step):
+class BranchAndBound(Search):
     """Branch and bound per image until it is verified, falsified, or `timeout` seconds pass (unknown)."""
-
-    complete = True
-    times_each = True
 
     def __init__(
         self, timeout: float = 60.0, batch: int = 32, steps: int = 10, lr_alpha: float = 0.1,
@@ -114,13 +111,6 @@ class BranchAndBound(Step):
             if name != "self" and getattr(self, name) != param.default
         ]
         return f"BranchAndBound({', '.join(given)})" if given else "BranchAndBound"
-
-    def decide(self, model: nn.Module, batch: Batch, pending: Tensor) -> None:
-        for i in pending.tolist():
-            started = time.perf_counter()
-            with torch.no_grad(), exact_float():
-                self._search(model, batch, i, started + self.timeout)
-            batch.outcomes[i].seconds += time.perf_counter() - started
 
     # ----------------------------------------------------------------------------------------------
 

@@ -11,18 +11,15 @@ import time
 import torch
 from torch import Tensor, nn
 
-from .certify import Batch, Step, falsify, least_margins
-from .verification import CROWNDomain, exact_float
+from .certify import Batch, Search, falsify, least_margins
+from .verification import CROWNDomain
 
 MAX_BOXES = 200_000
 """The most boxes a search keeps open before it gives up (left unknown)."""
 
 
-class InputSplit(Step):
+class InputSplit(Search):
     """Branch and bound over the input box, bounding each box with CROWN (see the module docstring)."""
-
-    complete = True
-    times_each = True
 
     def __init__(self, timeout: float = 60.0, batch: int = 512) -> None:
         if timeout <= 0 or batch < 1:
@@ -31,13 +28,6 @@ class InputSplit(Step):
         given = [f"timeout={self.timeout:g}"] if self.timeout != 60.0 else []
         given += [f"batch={self.batch}"] if self.batch != 512 else []
         self.label = f"InputSplit({', '.join(given)})" if given else "InputSplit"
-
-    def decide(self, model: nn.Module, batch: Batch, pending: Tensor) -> None:
-        for i in pending.tolist():
-            started = time.perf_counter()
-            with torch.no_grad(), exact_float():
-                self._search(model, batch, i, started + self.timeout)
-            batch.outcomes[i].seconds += time.perf_counter() - started
 
     def _search(self, model: nn.Module, batch: Batch, i: int, deadline: float) -> None:
         lower, upper = batch.lower[i : i + 1], batch.upper[i : i + 1]
