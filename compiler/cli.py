@@ -272,6 +272,8 @@ def run(
     try:
         try:
             plan = plan_run(scheme_file, scheme_name, net)
+            if group.is_main:
+                _warn_short_epochs(plan, epochs)
             folder = Path(out or Path("runs") / plan.scheme.node.name)
             summary = execute(
                 plan,
@@ -312,6 +314,19 @@ def run(
         click.echo(summary_text(summary))
         click.echo(f"run folder: {folder}", err=True)
     _leave(group, 0)
+
+
+def _warn_short_epochs(plan, epochs: int | None) -> None:
+    """--epochs that end before the scheme's schedules settle train on their values midway: say so."""
+    from .schedules import described, unsettled
+
+    late = unsettled(plan.scheme.built.args, epochs)
+    if late:
+        click.echo(
+            f"daic: warning: --epochs {epochs} ends before the scheme's schedules settle "
+            f"({described(late)}): the run never trains on their final values",
+            err=True,
+        )
 
 
 def _leave(group: Group, code: int) -> None:

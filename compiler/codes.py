@@ -32,6 +32,7 @@ TAPS_ONLY_TRAIN = Code("E210", "a TAPS layer with only_train=False: its bounds a
 TAPS_PLACEMENT = Code("E211", "a second TAPS layer, or a TAPS layer inside a branch")
 ABSTRACT_SIZE = Code("W201", "an abstract layer asking for more dimensions than the layer has")
 EMPTY_NET = Code("W202", "a network with no layers")
+SHORT_EPOCHS = Code("W203", "a scheme whose epochs end before one of its schedules stops changing")
 
 ALL = [v for v in list(globals().values()) if isinstance(v, Code)]
 

@@ -121,5 +121,8 @@ EXPLANATIONS = {
     'W202': (
         ('A network file without layers classifies nothing. It is allowed (an empty file, or one being written) but reported as a warning.', 'W202_empty_net.net', 4, '# The layers go here.\n', 'W202_empty_net.net:1:1: warning[W202]: the network has no layers\n 1 | # A network file without layers classifies nothing. It is allowed (an empty file, or one being\n   | ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n\n'),
     ),
+    'W203': (
+        ('A scheme whose epochs end before its epsilon ramp does trains on a fraction of the epsilon it names, and never reaches its later learning-rate steps: a warning at its epochs (`daic run --epochs` says the same).', 'W203_short_epochs.dai', 4, 'scheme Short {\n    data = Digits\n    epsilon = Lin(0, 0.1, 20, 1)\n    goal = Box\n    epochs = 10\n    lr = Steps(at=[15])\n}\n', "W203_short_epochs.dai:8:14: warning[W203]: training ends after 10 epochs, before the scheme's schedules settle (epsilon until epoch 21, lr until epoch 15): the run never trains on their final values\n 8 |     epochs = 10\n   |              ^^\n  hint: set epochs = 21, or end the schedules sooner\n\n"),
+    ),
 }
 # fmt: on

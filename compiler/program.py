@@ -9,6 +9,7 @@ scheme's data set.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from importlib import resources
@@ -16,7 +17,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from daic.dsl import ast as A
-from daic.dsl.diagnostics import Diagnostic, error
+from daic.dsl.diagnostics import Diagnostic, error, warning
 from daic.dsl.parser import ParseResult, parse_dai, parse_net
 from daic.dsl.source import Span
 
@@ -25,6 +26,7 @@ from .constructors import REGISTRY, SCHEME_DECL, STUDY_DECL
 from .elaborate import UNKNOWN, Built, Elaborator, Symbol, as_written, describe, did_you_mean
 from .network import Network, analyze_for_data
 from .registry import Constructor, Param
+from .schedules import described, unsettled
 from .sources import Probe, probe
 from .spaces import Space, spaces_in
 from .types import ANY
@@ -454,6 +456,7 @@ class _ModuleChecker:
             else:
                 values[param.name] = self.elaborator.default(param)
         info.explicit = set(bound) | set(base_values)
+        self._hold_epochs(node, bound, values)
         if "net" in bound:
             info.net_dir = self.base_dir
         info.built = Built(SCHEME_DECL, MappingProxyType(values), node.name_span)
@@ -462,6 +465,24 @@ class _ModuleChecker:
         elif info.net_dir is not None:
             self._check_nets(info, values.get("net"), bound.get("net"))
         return info
+
+    def _hold_epochs(self, node: A.Scheme, bound: dict[str, A.Expr], values: dict[str, object]) -> None:
+        """A warning where a scheme's epochs end before one of its schedules settles (reported where the
+        epochs or the late field are written, not again on each scheme that extends it)."""
+        late = unsettled(values, values.get("epochs"))
+        if not late or not ({"epochs", *(name for name, _ in late)} & set(bound)):
+            return
+        at = bound["epochs"].span if "epochs" in bound else node.name_span
+        end = max(e for _, e in late)
+        self.sink.append(
+            warning(
+                C.SHORT_EPOCHS,
+                f"training ends after {values['epochs']} epochs, before the scheme's schedules settle "
+                f"({described(late)}): the run never trains on their final values",
+                at,
+                hint=f"set epochs = {math.ceil(end)}, or end the schedules sooner",
+            )
+        )
 
     def _check_nets(self, info: SchemeInfo, net: object, written: A.Expr | None) -> None:
         """The network a scheme names, or each one a Choice of them may choose."""

@@ -104,6 +104,14 @@ class SpaceFacts:
     log: bool = False
 
 
+@dataclass(frozen=True)
+class ScheduleFacts:
+    """When a schedule stops changing: `settles(args, settles_of)` gives the epoch from its arguments
+    (`settles_of` answers it for a nested schedule), so that a run's epochs can be held to it."""
+
+    settles: Callable[[Mapping[str, object], Callable[[object], float]], float]
+
+
 class _Required:
     def __repr__(self) -> str:
         return "REQUIRED"
@@ -183,6 +191,7 @@ class Constructor:
     layer: LayerFacts | None = None  # layers, abstract layers and blocks
     dataset: DatasetFacts | None = None  # data sets
     space: SpaceFacts | None = None  # search spaces
+    schedule: ScheduleFacts | None = None  # schedules and learning-rate schedules
     # Goals only: whether the goal trains on several abstractions (Mix), so that it has no single one.
     several: bool = False
 

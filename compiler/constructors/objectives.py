@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..registry import Category, Constructor, Param
+from ..registry import Category, Constructor, Param, ScheduleFacts
 from ..types import ACTIVATION, BOOL, FLOAT, GOAL, INT, SCHEDULE
 
 RT_GOALS = "daic.runtime.goals:"
@@ -22,6 +22,10 @@ def _point_and_bound(weight_doc: str) -> tuple[Param, ...]:
         Param("g2", GOAL, doc="The second goal (the paper's IBP bound).", abstractions="one"),
         Param("weight", SCHEDULE, doc=weight_doc, low=0, high=1),
     )
+
+
+RAMP = ScheduleFacts(lambda args, settles: args["hold"] + args["steps"])
+"""A ramp (Lin, Smooth) ends `steps` epochs after its `hold`."""
 
 
 def _ramp(steps_doc: str) -> tuple[Param, ...]:
@@ -155,6 +159,7 @@ DECLARATIONS = [
         "The argument order is the reference implementation's, which produced the paper's numbers; the "
         "prose of Section 4.1 describes Lin(a, b, m, n) with m and n swapped.",
         RT_SCHEDULES + "Lin",
+        schedule=RAMP,
     ),
     Constructor(
         "Smooth",
@@ -165,6 +170,7 @@ DECLARATIONS = [
         "`hold` epochs, then over `steps` epochs a fourth power for the first quarter and linear after it, "
         "joined with the same slope (a 13th of the way at the quarter), then end.",
         RT_SCHEDULES + "Smooth",
+        schedule=RAMP,
     ),
     Constructor(
         "Until",
@@ -182,6 +188,8 @@ DECLARATIONS = [
         ),
         "first until `epoch` epochs have passed, then `then` on the time since (Section 4.1).",
         RT_SCHEDULES + "Until",
+        # `first` is cut at `epoch`; `then` starts there.
+        schedule=ScheduleFacts(lambda args, settles: args["epoch"] + settles(args["then"])),
     ),
     *(
         Constructor(name, Category.ACTIVATION, ACTIVATION, (), doc, "daic.runtime.layers.deep_loss:" + name)

@@ -3,7 +3,7 @@ and the verification domains."""
 
 from __future__ import annotations
 
-from ..registry import Category, Constructor, Param
+from ..registry import Category, Constructor, Param, ScheduleFacts
 from ..types import BOOL, DOMAIN, FLOAT, INT, LR_SCHEDULE, OPTIMIZER, STR, TEST, ListOf, OneOf
 
 RT = "daic.runtime.optim:"
@@ -57,6 +57,7 @@ DECLARATIONS = [
         "Multiplies the learning rate by `factor` at each listed epoch (the paper: x0.1 at 10, 20, 250, "
         "300).",
         RT + "Steps",
+        schedule=ScheduleFacts(lambda args, settles: max(args["at"], default=0)),
     ),
     Constructor(
         "Accuracy", Category.TEST, TEST, (), "Standard accuracy on the test set.", RT_EVAL + "Accuracy"

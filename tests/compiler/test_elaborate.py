@@ -38,7 +38,7 @@ def test_arithmetic_on_other_types_is_reported_at_the_operand(line, kind, column
 
 
 def fields(extra: str) -> str:
-    return f"scheme S {{ data = Digits goal = Box epochs = 1 {extra} }}\n"
+    return f"scheme S {{ data = Digits goal = Box epochs = 9 {extra} }}\n"
 
 
 @pytest.mark.parametrize(

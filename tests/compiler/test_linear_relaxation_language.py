@@ -20,7 +20,7 @@ def checked(text: str):
 
 
 def scheme(goal: str, tests: str) -> str:
-    return f"scheme S {{ data = Digits goal = {goal} epochs = 1 epsilon = 0.1 test = [{tests}] }}\n"
+    return f"scheme S {{ data = Digits goal = {goal} epochs = 20 epsilon = 0.1 test = [{tests}] }}\n"
 
 
 def test_the_domains_and_the_goal_check_and_lower():

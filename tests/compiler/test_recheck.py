@@ -19,7 +19,7 @@ scheme S {
     data = Digits
     epsilon = 0.1
     goal = c
-    epochs = 1
+    epochs = 12
 }
 """
 
