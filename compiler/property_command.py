@@ -314,21 +314,12 @@ def default_out(target: str) -> Path:
 def verify_properties(settings: PropertySettings, group: Group, display) -> tuple[dict[str, Any], list]:
     """Certifies the properties (this process's share), and returns the summary of the record and its
     rows."""
-    from daic.runtime.certify import cascade
-
-    from .expressions import ExpressionError, check_expression
-    from .lower import lower_value
-    from .types import DOMAIN
-    from .verify_command import Record
+    from .verify_command import Record, cascade_of
 
     todo = instances(settings.target, settings.net, settings.timeout)
     networks = Networks(settings.weights, group.device)
     domains = settings.domains or default_domains(math.prod(networks.get(todo[0].network).input_shape))
-    try:
-        methods = [lower_value(check_expression(d, DOMAIN)) for d in dict.fromkeys(domains)]
-    except ExpressionError as exc:
-        raise RunError(f"--domain: {exc}", exit_code=2) from None
-    steps = cascade(methods, attack=settings.attack)
+    steps = cascade_of(domains, settings.attack)
     identity = {
         "properties": str(Path(settings.target).resolve()),
         "networks": sorted({networks.get(i.network).identity["weights_sha256"] for i in todo}),
@@ -337,17 +328,9 @@ def verify_properties(settings: PropertySettings, group: Group, display) -> tupl
     }
     record = Record(settings.out, group)
     done = group.broadcast(record.open(identity, settings.resume) if group.is_main else None)
-    counts = Counter(done.values())
-    started, decided = time.perf_counter(), 0
     try:
-        for index, instance in enumerate(todo):
-            if index in done or index % group.world != group.rank:
-                continue
-            row = decide(instance, _read(instance.property), networks.get(instance.network), steps, index)
-            record.write(row)
-            counts[row["status"]] += 1
-            decided += 1
-            display(counts, len(todo), decided / max(1e-9, time.perf_counter() - started))
+        mine = [i for i in range(len(todo)) if i not in done and i % group.world == group.rank]
+        _decide_all(todo, mine, networks, steps, record, Counter(done.values()), display)
     finally:
         record.close()
     group.close()
@@ -355,6 +338,18 @@ def verify_properties(settings: PropertySettings, group: Group, display) -> tupl
         record.merge()
     rows = record.read()
     return summarize(rows, identity), rows
+
+
+def _decide_all(todo: list[Instance], mine: list[int], networks: Networks, steps: list, record, counts: Counter,
+                display) -> None:  # fmt: skip
+    """Each of this process's instances answered into the record, the display told as each ends."""
+    started = time.perf_counter()
+    for decided, index in enumerate(mine, 1):
+        instance = todo[index]
+        row = decide(instance, _read(instance.property), networks.get(instance.network), steps, index)
+        record.write(row)
+        counts[row["status"]] += 1
+        display(counts, len(todo), decided / max(1e-9, time.perf_counter() - started))
 
 
 def _read(path: Path) -> Property:

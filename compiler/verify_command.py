@@ -70,18 +70,10 @@ def prepare(settings: Settings, group: Group) -> Certification:
     """The cascade, the network and the test set, checked and loaded (no record is touched yet)."""
     import copy
 
-    from daic.runtime.certify import cascade
-
-    from .expressions import ExpressionError, check_expression
-    from .lower import lower_dataset, lower_value
-    from .types import DOMAIN
+    from .lower import lower_dataset
     from .weights import load_trained
 
-    try:
-        methods = [lower_value(check_expression(d, DOMAIN)) for d in dict.fromkeys(settings.domains)]
-    except ExpressionError as exc:
-        raise RunError(f"--domain: {exc}", exit_code=2) from None
-    steps = cascade(methods, attack=settings.attack)
+    steps = cascade_of(settings.domains, settings.attack)
     model, state, data_set, _network = load_trained(settings.net, settings.weights, settings.dataset)
     data = lower_dataset(data_set).load(settings.data_root, settings.download)
     identity = {
@@ -94,6 +86,22 @@ def prepare(settings: Settings, group: Group) -> Certification:
     }
     exact = copy.deepcopy(model).to(group.device).double()
     return Certification(steps, exact, state, data, identity, state.get("relu", "hybrid"))
+
+
+def cascade_of(domains: Sequence[str], attack: bool) -> list:
+    """The cascade's steps for the domains as the language writes them (`--domain`), each once, in order;
+    an attack first when asked for (or when a step is complete)."""
+    from daic.runtime.certify import cascade
+
+    from .expressions import ExpressionError, check_expression
+    from .lower import lower_value
+    from .types import DOMAIN
+
+    try:
+        methods = [lower_value(check_expression(d, DOMAIN)) for d in dict.fromkeys(domains)]
+    except ExpressionError as exc:
+        raise RunError(f"--domain: {exc}", exit_code=2) from None
+    return cascade(methods, attack=attack)
 
 
 def verify(

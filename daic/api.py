@@ -145,16 +145,9 @@ def certify(
 
 
 def _cascade(domains: Sequence[str], attack: bool) -> list:
-    from daic.compiler.expressions import ExpressionError, check_expression
-    from daic.compiler.lower import lower_value
-    from daic.compiler.types import DOMAIN
-    from daic.runtime.certify import cascade
+    from daic.compiler.verify_command import cascade_of
 
-    try:
-        methods = [lower_value(check_expression(d, DOMAIN)) for d in domains]
-    except ExpressionError as exc:
-        raise DaicError(f"domains: {exc}") from None
-    return cascade(methods, attack=attack)
+    return _raising(cascade_of, domains, attack)
 
 
 def verify_vnnlib(

@@ -54,7 +54,7 @@ def test_mistakes_are_daic_errors_with_the_commands_message(tmp_path):
         daic.load_scheme(tmp_path / "x.txt")
     with pytest.raises(daic.DaicError, match=r"--dataset Nope: no such data set"):
         daic.load_data("Nope")
-    with pytest.raises(daic.DaicError, match="domains: "):
+    with pytest.raises(daic.DaicError, match="--domain: "):
         daic.certify(
             torch.nn.Identity(), torch.zeros(1, 2), torch.zeros(1, dtype=torch.long), 0.1, domains=["Bx"]
         )
