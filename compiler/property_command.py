@@ -340,8 +340,9 @@ def verify_properties(settings: PropertySettings, group: Group, display) -> tupl
     return summarize(rows, identity), rows
 
 
-def _decide_all(todo: list[Instance], mine: list[int], networks: Networks, steps: list, record, counts: Counter,
-                display) -> None:  # fmt: skip
+def _decide_all(
+    todo: list[Instance], mine: list[int], networks: Networks, steps: list, record, counts: Counter, display
+) -> None:
     """Each of this process's instances answered into the record, the display told as each ends."""
     started = time.perf_counter()
     for decided, index in enumerate(mine, 1):
