@@ -1,6 +1,6 @@
 """Complete verification by splitting the input box: for networks of few inputs (ACAS Xu's 5), where the
-box is wide and splitting ReLUs cannot narrow it, each undecided box is halved along the input it is widest
-in (relative to the whole box), and the halves are bounded again, a batch at a time, until every box is
+box is wide and splitting ReLUs cannot narrow it, each undecided box is halved along the input that moves
+its least margin most (`_smear`), and the halves are bounded again, a batch at a time, until every box is
 proved, a box's centre is a counterexample, or the time is up. Bounds hold over each box, and the boxes
 cover the whole one, so a proof of all of them is a proof of it."""
 
@@ -12,8 +12,13 @@ import torch
 from torch import Tensor, nn
 
 from .certify import Batch, Search, falsify, least_margins
+from .domains.element import margin_others
 from .verification import CROWNDomain
 
+WIDTH_WEIGHT = 0.3
+"""The weight of each input's width (relative to the whole box) beside its normalised smear in the choice
+of cut. On ACAS Xu's property 1 (networks 1_1 to 1_6, this machine's CPU) 0.3 proved them all in 0.5 to 33
+s, where the widest input alone (weight 1, no smear) left two past 20 s and a weight of 0.001 others."""
 MAX_BOXES = 200_000
 """The most boxes a search keeps open before it gives up (left unknown)."""
 
@@ -43,7 +48,8 @@ class InputSplit(Search):
             closed = bounds > 0
             if bool(closed.any()):
                 proved = min(proved, float(bounds[closed].min()))
-            halves = _halved(now_lower[~closed], now_upper[~closed], scale)
+            open_lower, open_upper = now_lower[~closed], now_upper[~closed]
+            halves = _halved(open_lower, open_upper, _smear(model, open_lower, open_upper, y[~closed], scale))
             lower, upper = torch.cat([lower, halves[0]]), torch.cat([upper, halves[1]])
         outcome = batch.outcomes[i]
         if len(lower) == 0:
@@ -61,16 +67,34 @@ class InputSplit(Search):
         return batch.outcomes[i].status == "falsified"
 
 
-def _halved(lower: Tensor, upper: Tensor, scale: Tensor) -> tuple[Tensor, Tensor]:
-    """Each box cut in two across the input where it is widest relative to the whole box: the lower
-    halves, then the upper ones."""
+def _smear(model: nn.Module, lower: Tensor, upper: Tensor, y: Tensor, scale: Tensor) -> Tensor:
+    """How much each input of each box moves its least margin: the margin's gradient at the box's centre
+    times the box's width there (ReluVal's smear, Wang et al. 2018), normalised per box, plus the relative
+    width (`WIDTH_WEIGHT`) so that an input the gradient misses is still cut in time. Only the choice of
+    cut depends on it, never a bound."""
+    if len(lower) == 0:
+        return lower
+    centres = ((lower + upper) / 2).requires_grad_(True)
+    with torch.enable_grad():
+        logits = model(centres)
+        rows, _ = margin_others(y, logits.shape[1], logits.dtype)
+        torch.einsum("bsc,bc->bs", rows, logits).amin(1).sum().backward()
+    width = (upper - lower) / scale
+    smear = centres.grad.abs() * (upper - lower)
+    peak = smear.flatten(1).amax(1).clamp(min=torch.finfo(smear.dtype).tiny)
+    return smear / peak.view(-1, *[1] * (smear.dim() - 1)) + WIDTH_WEIGHT * width
+
+
+def _halved(lower: Tensor, upper: Tensor, score: Tensor) -> tuple[Tensor, Tensor]:
+    """Each box cut in two across the input of the highest `score`: the lower halves, then the upper
+    ones."""
     if len(lower) == 0:
         return lower, upper
     flat_lower, flat_upper = lower.flatten(1), upper.flatten(1)
-    widest = ((flat_upper - flat_lower) / scale.flatten(1)).argmax(1, keepdim=True)
-    middle = (flat_lower.gather(1, widest) + flat_upper.gather(1, widest)) / 2
-    first_upper = flat_upper.scatter(1, widest, middle)
-    second_lower = flat_lower.scatter(1, widest, middle)
+    chosen = score.flatten(1).argmax(1, keepdim=True)
+    middle = (flat_lower.gather(1, chosen) + flat_upper.gather(1, chosen)) / 2
+    first_upper = flat_upper.scatter(1, chosen, middle)
+    second_lower = flat_lower.scatter(1, chosen, middle)
     shape = lower.shape
     return (
         torch.cat([flat_lower, second_lower]).reshape(-1, *shape[1:]),

@@ -200,7 +200,8 @@ DECLARATIONS = [
             Param("batch", INT, 512, "Boxes bounded together per step of the search.", low=1),
         ),
         "Complete verification for networks of few inputs (ACAS Xu's 5): branch and bound over the input "
-        "box, each undecided box halved along the input it is widest in (relative to the whole box) and "
+        "box, each undecided box halved along the input that moves its least margin most (the margin's "
+        "gradient at its centre times its width, ReluVal's smear, plus a share of its relative width) and "
         "bounded by CROWN, each box's centre run through the network. Every image ends verified, falsified "
         "or, past the time limit, unknown. Where inputs are many (images), BranchAndBound's ReLU splits do "
         "better.",
