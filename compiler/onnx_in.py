@@ -102,6 +102,8 @@ class _Graph:
         for node in graph.node:
             if node.op_type == "Constant":
                 self.constants[node.output[0]] = _constant_value(node)
+            elif node.op_type not in SHAPE_OPS and all(not i or i in self.constants for i in node.input):
+                self.constants.update(_folded(node, self.constants))
         self.shapes = {v.name: _dims(v) for v in (*graph.input, *graph.value_info, *graph.output)}
         inputs = [i.name for i in graph.input if i.name not in self.constants]
         if len(inputs) != 1 or len(graph.output) != 1:
@@ -250,6 +252,20 @@ def _dims(value) -> list[int | str] | None:
     if not kind.HasField("shape"):
         return None
     return [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in kind.shape.dim]
+
+
+def _folded(node, constants: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The outputs of a node of constants only, computed by onnx's reference evaluator (torch 2.5's
+    exporter writes a linear layer's weight as Transpose(W)); nothing when it cannot compute them."""
+    from onnx.reference import ReferenceEvaluator
+
+    try:
+        values = ReferenceEvaluator(node).run(None, {i: constants[i] for i in node.input if i})
+    except (
+        Exception
+    ):  # an operator the evaluator lacks: the node stays computed, and is named if data needs it
+        return {}
+    return dict(zip(node.output, values, strict=False))
 
 
 def _constant_value(node) -> np.ndarray:
