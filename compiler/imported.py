@@ -33,10 +33,15 @@ def _lines(items: list[Item], depth: int, first: dict[str, Any] | None) -> list[
     for item in items:
         extra, first = first or {}, None
         if isinstance(item, ImportedBlock):
-            for head, branch in zip(("ParNet1", "ParNet2"), item.branches, strict=True):
-                lines.append(indent + " ".join([head, *_params(extra if head == "ParNet1" else {})]))
+            heads = (
+                ("ParNet1", "ParNet2", "ParSum")
+                if item.kind == "sum"
+                else ("SkipNet1", "SkipNet2", "SkipCat")
+            )
+            for number, branch in enumerate(item.branches):
+                lines.append(indent + " ".join([heads[number], *_params(extra if number == 0 else {})]))
                 lines += _lines(branch, depth + 1, None)
-            lines.append(indent + "ParSum")
+            lines.append(indent + heads[2])
             continue
         lines.append(indent + " ".join([item.kind, *_params({**item.params, **extra})]))
     return lines

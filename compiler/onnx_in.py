@@ -2,7 +2,8 @@
 
 The graph is walked from its input along the data (constants and the subgraphs that compute shapes are
 not data): each operator becomes a layer of a `.net` file (`ImportedLayer`), and where the data forks, the
-two paths must meet again at an `Add`, which is a residual block (`ParNet1`/`ParNet2`/`ParSum`, either
+two paths must meet again at an `Add`, which is a residual block (`ParNet1`/`ParNet2`/`ParSum`), or at a
+`Concat` along the channels, a skip block (`SkipNet1`/`SkipNet2`/`SkipCat`, DenseNet's; either
 path possibly empty). Runs of element-wise constant arithmetic (`Sub`, `Div`, `Mul`, `Add` of constants:
 a normalisation) become one `Normalize`, and the `Add` of a constant after a `MatMul` is that linear layer's
 bias. Any other operator, or a graph of another shape, is an `ImportFailure` naming the node.
@@ -40,9 +41,11 @@ class ImportedLayer:
 
 @dataclass
 class ImportedBlock:
-    """A residual block: the sum of two branches (an empty branch is the identity)."""
+    """A block of two branches (an empty branch is the identity): their sum (a residual block, `sum`) or
+    their outputs joined along the channels (`cat`, DenseNet's)."""
 
     branches: tuple[list[ImportedLayer | ImportedBlock], list[ImportedLayer | ImportedBlock]]
+    kind: str = "sum"
 
 
 Item = ImportedLayer | ImportedBlock
@@ -73,7 +76,7 @@ def read_onnx(path: str | Path) -> ImportedNetwork:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ImportFailure(f"{path} is not an ONNX model onnx can read ({first})") from None
     graph = _Graph(model.graph)
-    layers = _without_identities(graph.walk(graph.input, graph.output))
+    layers = _without_identities(graph.walk(graph.input, graph.output)[0])
     return ImportedNetwork(graph.input_shape, layers, str(path))
 
 
@@ -83,7 +86,9 @@ def _without_identities(items: list[Item]) -> list[Item]:
     for item in items:
         if isinstance(item, ImportedBlock):
             kept.append(
-                ImportedBlock((_without_identities(item.branches[0]), _without_identities(item.branches[1])))
+                ImportedBlock(
+                    (_without_identities(item.branches[0]), _without_identities(item.branches[1])), item.kind
+                )
             )
         elif not (
             item.kind == "Normalize" and all(item.params["mean"] == 0) and all(item.params["std"] == 1)
@@ -167,16 +172,16 @@ class _Graph:
         dims = self.shapes.get(value)
         return None if dims is None or any(not isinstance(d, int) for d in dims[1:]) else tuple(dims[1:])
 
-    def walk(self, value: str, stop: str, join: Any = None) -> list[Item]:
-        """The layers from `value` to the graph's value `stop`, or to the node `join` (the Add that ends
-        the branch of a block this path is)."""
+    def walk(self, value: str, stop: str, join: Any = None) -> tuple[list[Item], str]:
+        """The layers from `value` to the graph's value `stop`, or to the node `join` (the Add or Concat
+        that ends the branch of a block this path is), and the value the path ends with."""
         items: list[Item] = []
         while value != stop:
             readers = self.readers.get(value, [])
             if not readers:
                 raise ImportFailure(f"the value {value!r} leads nowhere before the graph's output {stop!r}")
             if len(readers) == 1 and readers[0] is join:
-                return items
+                return items, value
             if len(readers) == 1 and not self._is_join(readers[0]):
                 value = self._layer(readers[0], value, items)
             elif len(readers) <= 2:
@@ -185,36 +190,42 @@ class _Graph:
                 names = ", ".join(f"{node_name(n)} ({n.op_type})" for n in readers)
                 raise ImportFailure(
                     f"the value {value!r} is read by {len(readers)} nodes ({names}): daic reads a fork of "
-                    "two paths that an Add joins (a residual block)"
+                    "two paths that an Add or a Concat joins (a residual or a skip block)"
                 )
         if join is not None:
             raise ImportFailure(
                 f"a path from the fork before {node_name(join)} reaches the output without it"
             )
-        return items
+        return items, value
 
     def _is_join(self, node) -> bool:
-        return node.op_type == "Add" and all(i not in self.constants for i in node.input)
+        """An Add of two data values (a residual block's end) or their Concat along the channels."""
+        if node.op_type == "Concat" and (len(node.input) != 2 or _axis(node) != 1):
+            return False
+        return node.op_type in ("Add", "Concat") and all(i not in self.constants for i in node.input)
 
     def _block(self, value: str, readers: list[Any], items: list[Item]) -> str:
-        """A residual block from the fork at `value` to the first Add that both its paths reach."""
+        """A block from the fork at `value` to the first Add or Concat that both its paths reach."""
         paths = readers if len(readers) == 2 else readers * 2  # x + x: two identity paths
         common = set.intersection(*(self._joins_from(reader) for reader in paths))
         if not common:
             raise ImportFailure(
                 f"the paths that fork at {value!r} ({', '.join(node_name(n) for n in paths)}) meet at no "
-                "Add: daic reads a fork of two paths that an Add joins (a residual block)"
+                "Add or Concat: daic reads a fork of two paths that one of them joins"
             )
         join = min((self.nodes[key] for key in common), key=lambda n: self.order[n.output[0]])
-        branches: list[list[Item]] = []
+        branches: list[tuple[list[Item], str]] = []
         for reader in paths:
             layers: list[Item] = []
-            if reader is not join:
-                layers += self.walk(self._layer(reader, value, layers), "", join)
-            branches.append(layers)
-        if any(i != value and i in self.constants for i in join.input) or len(set(join.input)) > 2:
-            raise ImportFailure(f"node {node_name(join)} (Add) does not add the two paths of one fork")
-        items.append(ImportedBlock((branches[0], branches[1])))
+            if reader is join:
+                branches.append((layers, value))
+                continue
+            inner, end = self.walk(self._layer(reader, value, layers), "", join)
+            branches.append((layers + inner, end))
+        if join.op_type == "Concat" and branches[0][1] != join.input[0]:
+            branches.reverse()  # the branch that ends at the Concat's first input comes first
+        kind = "cat" if join.op_type == "Concat" else "sum"
+        items.append(ImportedBlock((branches[0][0], branches[1][0]), kind))
         return join.output[0]
 
     def _joins_from(self, reader) -> set[str]:
@@ -241,6 +252,12 @@ class _Graph:
             )
         convert(self, node, value, items)
         return node.output[0]
+
+
+def _axis(node) -> int:
+    from onnx import helper
+
+    return next((int(helper.get_attribute_value(a)) for a in node.attribute if a.name == "axis"), 0)
 
 
 def node_name(node) -> str:

@@ -253,3 +253,39 @@ def test_an_input_the_network_flattens_first_is_a_vector_and_a_zero_mean_no_laye
     result = CliRunner().invoke(main, ["import", str(path)])
     assert result.exit_code == 0, result.output
     assert (tmp_path / "flat.net").read_text().splitlines()[1:] == ["Linear out=2 bias=False input_shape=[6]"]
+
+
+class Dense(nn.Module):
+    """DenseNet's pattern: the input joined along the channels with what a branch computes from it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(1, 4, 3, padding=1)
+        self.grow = nn.Conv2d(4, 3, 3, padding=1)
+        self.head = nn.Linear(7 * 6 * 6, 5)
+
+    def forward(self, x):
+        x = torch.relu(self.stem(x))
+        x = torch.cat([x, torch.relu(self.grow(x))], 1)
+        return self.head(torch.flatten(x, 1))
+
+
+@pytest.mark.parametrize("flip", [False, True])
+def test_a_concat_of_a_fork_is_a_skip_block_with_its_branches_in_order(tmp_path, flip):
+    torch.manual_seed(2)
+    model = Dense().eval()
+    if flip:  # the computed branch first: SkipNet1 holds it, the identity is SkipNet2
+
+        def flipped(x):
+            stem = torch.relu(model.stem(x))
+            return model.head(torch.flatten(torch.cat([torch.relu(model.grow(stem)), stem], 1), 1))
+
+        model.forward = flipped
+    imported = import_onnx(onnx_of(model, (1, 6, 6), tmp_path / "dense.onnx"))
+    kinds = [line.split()[0] for line in imported.text.splitlines()[1:]]
+    grown = ["Conv2D", "ReLU"]
+    branches = [*grown, "SkipNet2"] if flip else ["SkipNet2", *grown]
+    assert kinds == ["Conv2D", "ReLU", "SkipNet1", *branches, "SkipCat", "Linear"]
+    x = torch.rand(5, 1, 6, 6)
+    with torch.no_grad():
+        assert torch.allclose(imported.model(x), model(x), atol=1e-5)
