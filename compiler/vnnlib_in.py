@@ -186,9 +186,10 @@ def _formula(expression, line: int, declared: dict[str, str], path: str) -> list
     raise PropertyError(f"{path}:{line}: `{head}`: daic reads and, or, <=, >=, < and > of linear terms")
 
 
-def _bounded(cases: list[list[Atom]], line: int, path: str) -> list[list[Atom]]:
+def _bounded(cases: list[list[Atom]], line: int | None, path: str) -> list[list[Atom]]:
     if len(cases) > MAX_CASES:
-        raise PropertyError(f"{path}:{line}: the formula multiplies out to over {MAX_CASES:,} cases")
+        where = path if line is None else f"{path}:{line}"
+        raise PropertyError(f"{where}: the formula multiplies out to over {MAX_CASES:,} cases")
     return cases
 
 
@@ -228,7 +229,7 @@ def _sum(parts, signs) -> tuple[dict[str, Fraction], Fraction]:
 def _regions(assertions: list[list[list[Atom]]], inputs: int, path: str) -> list[Region]:
     """The cases of the whole property (every assertion holds), each split into its input box and its
     output constraints; cases with the same box share one region."""
-    cases = _bounded([[a for case in chosen for a in case] for chosen in product(*assertions)], 0, path)
+    cases = _bounded([[a for case in chosen for a in case] for chosen in product(*assertions)], None, path)
     regions: dict[tuple, Region] = {}
     for case in cases:
         box = ([None] * inputs, [None] * inputs)

@@ -20,6 +20,11 @@ _INTERMEDIATE = Param(
     choices=("crown", "box", "hbox", "best"),
 )
 
+SEARCH_TIMEOUT = Param(
+    "timeout", FLOAT, 60.0, "Seconds per image before it is left unknown.", low=0, low_open=True
+)
+"""The time limit of a complete search (BranchAndBound, InputSplit: `certify.Search`)."""
+
 DECLARATIONS = [
     Constructor(
         "SGD",
@@ -161,9 +166,7 @@ DECLARATIONS = [
         Category.DOMAIN,
         DOMAIN,
         (
-            Param(
-                "timeout", FLOAT, 60.0, "Seconds per image before it is left unknown.", low=0, low_open=True
-            ),
+            SEARCH_TIMEOUT,
             Param("batch", INT, 32, "Subdomains bounded together per step of the search.", low=1),
             Param("steps", INT, 10, "Adam steps on the slopes and split multipliers per bounding.", low=0),
             Param(
@@ -194,9 +197,7 @@ DECLARATIONS = [
         Category.DOMAIN,
         DOMAIN,
         (
-            Param(
-                "timeout", FLOAT, 60.0, "Seconds per image before it is left unknown.", low=0, low_open=True
-            ),
+            SEARCH_TIMEOUT,
             Param("batch", INT, 512, "Boxes bounded together per step of the search.", low=1),
         ),
         "Complete verification for networks of few inputs (ACAS Xu's 5): branch and bound over the input "
