@@ -5,7 +5,7 @@
   ``compute_bounds(method="backward")``, both in float64 on the same batch; the largest difference of
   the margin lower bounds, and images per second. daic's default (intermediate bounds intersected with
   the intervals, and the margins' better of CROWN and the folded intervals) certifies at least as many.
-- alpha-CROWN: `AlphaCROWNDomain` at the peer's defaults (20 Adam steps, rate 0.5 decayed by 0.98,
+- alpha-CROWN: `AlphaCROWNBound` at the peer's defaults (20 Adam steps, rate 0.5 decayed by 0.98,
   intermediate bounds fixed) against the peer's "CROWN-Optimized", with the clamp of its slopes given a
   gradient of 1 on [0, 1] (`patch_alpha_clamp`), certified images and seconds.
 
@@ -24,10 +24,10 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from daic.runtime.certification.verification import AlphaCROWNBound, CROWNBound
 from daic.runtime.context import AbstractContext
 from daic.runtime.domains import Symbolic
 from daic.runtime.domains.element import margin_others
-from daic.runtime.verification import AlphaCROWNDomain, CROWNDomain
 
 
 @dataclass
@@ -43,8 +43,8 @@ class Case:
 
 def trained_digits(epochs: int = 15) -> Case:
     """The quick start's network trained for `epochs` epochs of its scheme (seconds on a CPU)."""
-    from daic.compiler.run import lowered, plan_run
-    from daic.runtime.trainer import Trainer
+    from daic.compiler.commands.run import lowered, plan_run
+    from daic.runtime.training.trainer import Trainer
 
     plan = plan_run("examples/quickstart.dai", None, None)
     scheme, model = lowered(plan)
@@ -138,11 +138,11 @@ def compare(case: Case, images: int, reps: int, with_peer: bool, alpha: bool) ->
     """Every figure of one network: bounds and seconds of both tools (alpha-CROWN's when `alpha`)."""
     row: dict[str, object] = {"case": case.name, "images": images}
     ours, row["crown_s"] = timed(lambda: daic_crown(case, images, tighten=False), reps)
-    best, row["crown_default_s"] = timed(lambda: daic_domain(case, images, CROWNDomain()), reps)
+    best, row["crown_default_s"] = timed(lambda: daic_domain(case, images, CROWNBound()), reps)
     row["crown_certified"] = int((ours.amin(1) > 0).sum())
     row["crown_default_certified"] = int((best.amin(1) > 0).sum())
     if alpha:
-        optimized, row["alpha_s"] = timed(lambda: daic_domain(case, images, AlphaCROWNDomain()), 1)
+        optimized, row["alpha_s"] = timed(lambda: daic_domain(case, images, AlphaCROWNBound()), 1)
         row["alpha_certified"] = int((optimized.amin(1) > 0).sum())
     if with_peer:
         theirs, row["peer_crown_s"] = timed(lambda: peer_bounds(case, images, "backward"), reps)

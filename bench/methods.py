@@ -17,14 +17,14 @@ import torch
 import workloads as W
 from torch import nn
 
-from daic.compiler.expressions import check_expression
+from daic.compiler.checking.expressions import check_expression
 from daic.compiler.lower import lower_value
 from daic.compiler.types import GOAL
-from daic.runtime.data import TensorData
-from daic.runtime.goals import IFGSM, PGD, Goal
-from daic.runtime.schedules import Lin
-from daic.runtime.scheme import Scheme
-from daic.runtime.trainer import LossModule
+from daic.runtime.data.tensors import TensorData
+from daic.runtime.training.goals import IFGSM, PGD, Goal
+from daic.runtime.training.schedules import Lin
+from daic.runtime.training.scheme import Scheme
+from daic.runtime.training.trainer import LossModule
 
 
 @dataclass(frozen=True)

@@ -19,12 +19,12 @@ import torch
 import workloads as W
 from torch import nn
 
-from daic.compiler import run as run_plan
-from daic.runtime.data import TensorData
-from daic.runtime.evaluate import Verify
-from daic.runtime.scheme import Scheme
-from daic.runtime.trainer import Trainer
-from daic.runtime.verification import HBoxDomain
+from daic.compiler.commands import run as run_plan
+from daic.runtime.certification.evaluate import Verify
+from daic.runtime.certification.verification import HBoxBound
+from daic.runtime.data.tensors import TensorData
+from daic.runtime.training.scheme import Scheme
+from daic.runtime.training.trainer import Trainer
 
 CIFAR10_EPOCH, CIFAR10_TEST = 50_000, 10_000
 TEST_SET_SECONDS = 600
@@ -84,7 +84,7 @@ def test_set_certification(images: int, device: torch.device) -> dict[str, float
     scaled to the 10,000 images of the CIFAR10 test set."""
     scheme, model = lowered(PAPER_RUNS["resnettiny_baseline"])
     x, y = W.inputs("resnettiny", images, seed=1)
-    verify = Verify(HBoxDomain())
+    verify = Verify(HBoxBound())
 
     def certify(count: int) -> tuple[float, float]:
         data = TensorData(x[:1], y[:1], x[:count], y[:count], 10)

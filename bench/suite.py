@@ -319,12 +319,13 @@ def crown_row(name: str, r: dict) -> list[str]:
 
 def ddp_child(name: str, steps: int) -> None:
     """Under torchrun: two epochs of the Box goal on random images; rank 0 prints the second's figures."""
-    from daic.runtime.data import Dataset, TensorData
-    from daic.runtime.distributed import join
-    from daic.runtime.goals import Box
-    from daic.runtime.optim import SGD
-    from daic.runtime.scheme import Scheme
-    from daic.runtime.trainer import Trainer
+    from daic.runtime.data.sets import Dataset
+    from daic.runtime.data.tensors import TensorData
+    from daic.runtime.training.distributed import join
+    from daic.runtime.training.goals import Box
+    from daic.runtime.training.optim import SGD
+    from daic.runtime.training.scheme import Scheme
+    from daic.runtime.training.trainer import Trainer
 
     torch.set_num_threads(int(os.environ.get("BENCH_THREADS", "1")))
     group = join(os.environ.get("BENCH_DEVICE", "cpu"))

@@ -20,14 +20,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from daic.compiler.checking.network import analyze_net
 from daic.compiler.lower import lower_network
-from daic.compiler.network import analyze_net
 from daic.dsl.parser import parse_net
 from daic.runtime import AbstractContext, Box, HybridZonotope, ibp_init_
+from daic.runtime.certification.evaluate import Verify, evaluate
+from daic.runtime.certification.verification import HBoxBound
 from daic.runtime.domains import Symbolic
-from daic.runtime.evaluate import Verify, evaluate
-from daic.runtime.losses import worst_case_loss
-from daic.runtime.verification import HBoxDomain
+from daic.runtime.training.parts import CROWNIBPReading, Reading
 
 Step = Callable[[], None]
 
@@ -104,11 +104,13 @@ def daic_steps(model: nn.Module, x: Tensor, y: Tensor, eps: float) -> dict[str, 
         model.zero_grad(set_to_none=True)
         F.cross_entropy(model(x), y).backward()
 
-    def abstract(make: Callable[[Tensor, Tensor], object]) -> Step:
+    def abstract(make: Callable[[Tensor, Tensor], object], reading: Reading | None = None) -> Step:
+        read = reading or Reading()
+
         def step() -> None:
             model.zero_grad(set_to_none=True)
             ctx = AbstractContext(training=True, t=0.0)
-            loss = worst_case_loss(model.abstract(make(lower, upper), ctx), y).mean()
+            loss = read.loss(model.abstract(make(lower, upper), ctx), y).mean()
             for extra in ctx.losses:
                 loss = loss + extra
             loss.backward()
@@ -119,8 +121,8 @@ def daic_steps(model: nn.Module, x: Tensor, y: Tensor, eps: float) -> dict[str, 
         "concrete": concrete,
         "daic Box": abstract(Box.from_bounds),
         "daic HZ": abstract(HybridZonotope.from_bounds),
-        "daic CROWN-IBP": abstract(Symbolic.input),
-        "daic CROWN-IBP fused": abstract(lambda lower, upper: Symbolic.input(lower, upper, fused=True)),
+        "daic CROWN-IBP": abstract(Symbolic.input, CROWNIBPReading(1.0)),
+        "daic CROWN-IBP fused": abstract(Symbolic.input, CROWNIBPReading(1.0, fused=True)),
     }
 
 
@@ -146,11 +148,11 @@ def median_seconds(steps: dict[str, Step], reps: int, device: torch.device) -> d
 
 
 def hbox_certification(name: str, images: int, reps: int, device: torch.device) -> dict[str, float]:
-    """Seconds per image of HBox certification (`evaluate` with `Verify(HBoxDomain())`: the exact input
+    """Seconds per image of HBox certification (`evaluate` with `Verify(HBoxBound())`: the exact input
     zonotope, one correlated term per input dimension, in float64) and of one batch-1 concrete forward of
     the float32 network without gradients, timed in alternation."""
     model = build(name).to(device).eval()
-    exact = copy.deepcopy(model).double()  # the copy evaluate() makes; made once, outside the timing
+    float64 = copy.deepcopy(model).double()  # the copy evaluate() makes; made once, outside the timing
     x, y = (t.to(device) for t in inputs(name, images, seed=1))
     eps = WORKLOADS[name].epsilon
 
@@ -165,18 +167,18 @@ def hbox_certification(name: str, images: int, reps: int, device: torch.device) 
     def certify() -> float:
         sync(device)
         start = time.perf_counter()
-        evaluate(exact, [Verify(HBoxDomain())], x, y, eps, (0.0, 1.0), batch=images)
+        evaluate(float64, [Verify(HBoxBound())], x, y, eps, (0.0, 1.0), batch=images)
         sync(device)
         return (time.perf_counter() - start) / images
 
     with torch.no_grad():  # warm-up of the float64 kernels and the allocator, cheaper than a certification
-        exact(x.double())
+        float64(x.double())
     forwards = [forward() for _ in range(20)]
     certifications = []
     for _ in range(reps):
         certifications.append(certify())
         forwards += [forward() for _ in range(20)]
-    batch = Verify(HBoxDomain()).batch_size(exact, WORKLOADS[name].shape, images)
+    batch = Verify(HBoxBound()).batch_size(float64, WORKLOADS[name].shape, images)
     per_image, fwd = statistics.median(certifications), statistics.median(forwards)
     return {"per_image_s": per_image, "forward_s": fwd, "ratio": per_image / fwd, "batch": batch}
 
@@ -184,14 +186,14 @@ def hbox_certification(name: str, images: int, reps: int, device: torch.device) 
 def hbox_peak(name: str, images: int, device: torch.device) -> dict[str, int]:
     """Peak memory of HBox certification of `images` random images as `evaluate` runs it (in batches that
     its planner sizes to a 2 GiB budget), over the float64 network and the images."""
-    exact = build(name).to(device).eval().double()
+    float64 = build(name).to(device).eval().double()
     x, y = (t.to(device) for t in inputs(name, images, seed=1))
     eps = WORKLOADS[name].epsilon
 
     def make() -> Step:
-        return lambda: evaluate(exact, [Verify(HBoxDomain())], x, y, eps, (0.0, 1.0), batch=images)
+        return lambda: evaluate(float64, [Verify(HBoxBound())], x, y, eps, (0.0, 1.0), batch=images)
 
-    batch = Verify(HBoxDomain()).batch_size(exact, WORKLOADS[name].shape, images)
+    batch = Verify(HBoxBound()).batch_size(float64, WORKLOADS[name].shape, images)
     return {"peak_bytes": peak_bytes(make, device, calls=1), "batch": batch}
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .registry import BLOCK_CATEGORIES, Category, Constructor, Param, Registry
+from daic.compiler.registry import BLOCK_CATEGORIES, Category, Constructor, Param, Registry
 
 # How each kind of block is opened, for the first line of its documentation.
 BLOCK_HEADS = {Category.SCHEME: "scheme Name [extends Base]", Category.STUDY: "study Name tunes Scheme"}
@@ -71,3 +71,100 @@ def document(registry: Registry, name: str) -> str | None:
 def documented_names(registry: Registry) -> list[str]:
     """Every name `document` knows."""
     return registry.names() + [p.name for _, p in _fields(registry)]
+
+
+# Where docs/reference.md finds the golden files that `daic explain` takes its examples from.
+GOLDEN_LINK = "../tests/compiler/golden/"
+
+
+def reference_markdown() -> str:
+    """The language reference, docs/reference.md: every constructor by category (its signature, documentation
+    and parameters, as `daic doc` prints them), the fields of a scheme and of a study, and every diagnostic
+    code with its summary and why it is reported (as `daic explain` gives them). Markdown, in the registry's
+    order and the codes' order, so that the same registry always gives the same text."""
+    from daic.compiler.checking.codes import every_code
+    from daic.compiler.commands.explain import examples
+    from daic.compiler.constructors import REGISTRY
+
+    categories = [c for c in Category if REGISTRY.of_category(c)]
+    codes = every_code()
+    lines = [
+        "# Language reference",
+        "",
+        "Every constructor of the two languages, every field of a `scheme` and of a `study`, and every",
+        "diagnostic code, as `daic doc NAME` and `daic explain CODE` print them. This page is generated from",
+        "the registry (`compiler/constructors/`) and the diagnostic codes by `reference_markdown` in",
+        "`compiler/docs.py`. Do not edit it; `tests/test_docs.py` fails while it is not current, and",
+        "`DAIC_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/test_docs.py` writes it again.",
+        "",
+    ]
+    for category in categories:
+        count = len(REGISTRY.of_category(category))
+        if category in BLOCK_CATEGORIES:
+            count = sum(len(d.params) for d in REGISTRY.of_category(category))
+        lines.append(f"- [{category.title}](#{_anchor(category.title)}): {count}")
+    lines.append(f"- [Diagnostic codes](#diagnostic-codes): {len(codes)}")
+    for category in categories:
+        lines += ["", f"## {category.title}"]
+        for decl in REGISTRY.of_category(category):
+            lines += _block_fields(decl) if category in BLOCK_CATEGORIES else _constructor(decl)
+    lines += [
+        "",
+        "## Diagnostic codes",
+        "",
+        "`daic check` reports each problem with one of these codes (E: an error, W: a warning). Each code's",
+        "examples are golden files of `tests/compiler/golden/`; `daic explain CODE` prints them with what",
+        "`daic check` says about them.",
+    ]
+    for code in codes:
+        severity = "warning" if code.id.startswith("W") else "error"
+        lines += ["", f"### {code.id}", "", f"{severity}: {_markdown(code.summary)}."]
+        for example in examples(code):
+            lines += [
+                "",
+                _markdown(example.why),
+                "",
+                f"Example: [`{example.name}`]({GOLDEN_LINK}{example.name}).",
+            ]
+    return "\n".join(lines) + "\n"
+
+
+def _constructor(decl: Constructor) -> list[str]:
+    lines = ["", f"### `{decl.name}`", "", "```", decl.signature(), "```", "", _markdown(decl.doc)]
+    if decl.aliases:
+        lines += ["", f"Also written: {', '.join(f'`{a}`' for a in decl.aliases)}."]
+    if decl.params:
+        lines.append("")
+    lines += [f"- `{p.name}`: `{p.type}` ({_facts(p)}) {_markdown(p.doc)}".rstrip() for p in decl.params]
+    return lines
+
+
+def _block_fields(block: Constructor) -> list[str]:
+    lines = ["", "```", BLOCK_HEADS[block.category] + " { field = ... }", "```", "", _markdown(block.doc)]
+    for field in block.params:
+        lines += [
+            "",
+            f"### `{field.name}`",
+            "",
+            f"`{field.type}` ({_facts(field)})",
+            "",
+            _markdown(field.doc),
+        ]
+        if field.fixed:
+            lines += ["", f"A study may not search it: {field.fixed}."]
+    return lines
+
+
+def _markdown(text: str) -> str:
+    """Documentation text as Markdown shows it: outside `code`, a backslash (`\\n`) and a `<` that would
+    open an HTML tag (`train/<wnid>/`) are escaped."""
+    parts = text.split("`")
+    for i in range(0, len(parts), 2):
+        parts[i] = parts[i].replace("\\", "\\\\").replace("<", "\\<")
+    return "`".join(parts)
+
+
+def _anchor(heading: str) -> str:
+    """GitHub's anchor of a heading: lowercase, punctuation other than `-` and `_` dropped, spaces to `-`."""
+    kept = "".join(c for c in heading.lower() if c.isalnum() or c in " -_")
+    return kept.replace(" ", "-")

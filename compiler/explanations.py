@@ -1,5 +1,6 @@
 """Why each diagnostic code is reported, with examples: generated from tests/compiler/golden
-by tests/compiler/test_explain.py (DAIC_UPDATE_GOLDEN=1 rewrites it). Do not edit; explain.py reads it."""
+by tests/compiler/commands/test_explain.py (DAIC_UPDATE_GOLDEN=1 rewrites it). Do not edit; explain.py
+reads it."""
 
 # ruff: noqa: E501
 # fmt: off

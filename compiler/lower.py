@@ -12,9 +12,9 @@ import importlib
 import inspect
 from typing import Any
 
-from .elaborate import UNKNOWN, Built
-from .network import BlockNode, LayerNode, Network, Node
-from .registry import Constructor
+from daic.compiler.checking.elaborate import UNKNOWN, Built
+from daic.compiler.checking.network import BlockNode, LayerNode, Network, Node
+from daic.compiler.registry import Constructor
 
 
 class LoweringError(Exception):
@@ -42,7 +42,7 @@ def lower_value(value: object, **extra: object) -> object:
     kwargs = {
         (p.lower_as or p.name): lower_value(value.args[p.name])
         for p in decl.params
-        if p.name != "input_shape" and p.name in value.args
+        if p.lowered and p.name in value.args
     }
     if decl.dataset is not None:  # the loader checks the files it reads against the declared facts
         facts = decl.dataset.for_args(value.args)

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from enum import Enum
 
-from .types import Type
+from daic.compiler.types import Type
 
 Shape = tuple[int, ...]
 # A layer's output shape for an input shape and its arguments; raises ShapeError when the input does not fit.
@@ -138,6 +138,9 @@ class Param:
     abstractions: str | None = None
     # Why a study may not search this parameter (its value is the same in every trial), or None.
     fixed: str | None = None
+    # Whether the lowering passes it to the runtime object (False: only the checker reads it, as a layer's
+    # `input_shape` annotation).
+    lowered: bool = True
 
     @property
     def required(self) -> bool:

@@ -25,7 +25,7 @@ __all__ = ["__version__", *API]
 
 def __getattr__(name: str):
     if name in API:
-        from . import api
+        from daic import api
 
         return getattr(api, name)
     raise AttributeError(f"module 'daic' has no attribute {name!r}")

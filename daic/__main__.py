@@ -1,6 +1,6 @@
 """`python -m daic` (and `torchrun -m daic`) runs the command-line interface."""
 
-from daic.compiler.cli import main
+from daic.compiler.commands.cli import main
 
 if __name__ == "__main__":
     main()

@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from torch import Tensor, nn
 
-    from daic.compiler.imported import Imported
-    from daic.compiler.run import Plan
+    from daic.compiler.commands.run import Plan
+    from daic.compiler.exchange.imported import Imported
     from daic.dsl.diagnostics import Diagnostic
-    from daic.runtime.certify import Outcome
-    from daic.runtime.data import TensorData
+    from daic.runtime.certification.certify import Outcome
+    from daic.runtime.data.tensors import TensorData
 
 
 class DaicError(Exception):
@@ -35,15 +35,15 @@ class DaicError(Exception):
 
 
 def _raising(call, *args, **kwargs):
-    """`call`, its RunError / UsageError / ImportFailure / PropertyError made a DaicError."""
-    from daic.compiler.onnx_in import ImportFailure
-    from daic.compiler.run import RunError
-    from daic.compiler.sources import UsageError
-    from daic.compiler.vnnlib_in import PropertyError
+    """`call`, its CommandError / UsageError / ImportFailure / PropertyError made a DaicError."""
+    from daic.compiler.checking.sources import UsageError
+    from daic.compiler.commands.errors import CommandError
+    from daic.compiler.exchange.onnx_in import ImportFailure
+    from daic.compiler.exchange.vnnlib_in import PropertyError
 
     try:
         return call(*args, **kwargs)
-    except RunError as exc:
+    except CommandError as exc:
         raise DaicError(str(exc), getattr(exc, "diagnostics", ())) from None
     except (UsageError, ImportFailure, PropertyError) as exc:
         raise DaicError(str(exc)) from None
@@ -52,8 +52,8 @@ def _raising(call, *args, **kwargs):
 def check(*paths: str | Path) -> list[Diagnostic]:
     """The diagnostics of `.net` and `.dai` files (folders: every such file in them), errors and
     warnings, as `daic check` reports them; an empty list when all is well."""
-    from daic.compiler.check import check_path
-    from daic.compiler.sources import discover
+    from daic.compiler.checking.check import check_path
+    from daic.compiler.checking.sources import discover
 
     files = _raising(discover, [str(p) for p in paths])
     return [d for path in files for d in check_path(path).diagnostics]
@@ -62,7 +62,7 @@ def check(*paths: str | Path) -> list[Diagnostic]:
 def load_scheme(path: str | Path, scheme: str | None = None, net: str | Path | None = None) -> Plan:
     """A scheme of a `.dai` file (`scheme`: which, when it declares several) with its network (or `net`),
     checked and resolved: what `train` trains."""
-    from daic.compiler.run import plan_run
+    from daic.compiler.commands.run import plan_run
 
     return _raising(plan_run, str(path), scheme, None if net is None else str(net))
 
@@ -78,8 +78,8 @@ def train(
 ) -> dict[str, Any]:
     """Trains a scheme (a `load_scheme` result, or a `.dai` path) into the run folder `out`, as `daic run`
     does, without its display; returns the summary (the final row of each test, the epochs, the seconds)."""
-    from daic.compiler.display import Silent
-    from daic.compiler.run import execute
+    from daic.compiler.commands.run import execute
+    from daic.compiler.commands.run.display import Silent
 
     plan = plan if not isinstance(plan, (str, Path)) else load_scheme(plan)
     return _raising(execute, plan, Path(out), epochs=epochs, data_root=None, download=False, device=device,
@@ -89,9 +89,9 @@ def train(
 def load_network(net: str | Path, weights: str | Path | None = None) -> nn.Module:
     """The network of a `.net` file (its first layer says the input's shape) with a checkpoint's weights
     (of `daic run` or `daic import`), or freshly initialised without one; in evaluation mode."""
+    from daic.compiler.commands.run.plan import load_network as checked_network
+    from daic.compiler.commands.weights import load_without_data
     from daic.compiler.lower import lower_network
-    from daic.compiler.run.plan import load_network as checked_network
-    from daic.compiler.weights import load_without_data
 
     if weights is not None:
         return _raising(load_without_data, str(net), str(weights))[0].eval()
@@ -102,9 +102,9 @@ def load_data(dataset: str, root: str | Path | None = None, download: bool = Fal
     """A data set by its name in the language (`Digits`, `MNIST`, ...; a call such as
     `ImageFolder(path="DIR", size=32, classes=10)` too): ``train_x``, ``train_y``, ``test_x``, ``test_y``
     (float32 images in [0, 1], channels first), ``classes``, ``value_range``."""
+    from daic.compiler.commands.weights import dataset_named
     from daic.compiler.lower import lower_dataset
-    from daic.compiler.weights import dataset_named
-    from daic.runtime.data import DataError
+    from daic.runtime.data.tensors import DataError
 
     built = _raising(dataset_named, dataset, True)
     try:
@@ -116,7 +116,7 @@ def load_data(dataset: str, root: str | Path | None = None, download: bool = Fal
 def import_onnx(path: str | Path) -> Imported:
     """An ONNX network as daic reads it: ``.text`` (the `.net` file), ``.network`` (checked) and
     ``.model`` (the module with the file's weights)."""
-    from daic.compiler.imported import import_onnx as read
+    from daic.compiler.exchange.imported import import_onnx as read
 
     return _raising(read, path)
 
@@ -137,15 +137,15 @@ def certify(
     falsified, unknown, error), ``by``, ``margin`` and, when falsified, the ``witness``."""
     import copy
 
-    from daic.runtime.certify import certify as run_cascade
+    from daic.runtime.certification.certify import certify as run_cascade
 
     steps = _cascade(domains, attack)
-    exact = copy.deepcopy(model).double()
-    return run_cascade(exact, steps, x.double(), y, float(epsilon), value_range)
+    float64 = copy.deepcopy(model).double()
+    return run_cascade(float64, steps, x.double(), y, float(epsilon), value_range)
 
 
 def _cascade(domains: Sequence[str], attack: bool) -> list:
-    from daic.compiler.verify_command import cascade_of
+    from daic.compiler.commands.verify import cascade_of
 
     return _raising(cascade_of, domains, attack)
 
@@ -165,8 +165,8 @@ def verify_vnnlib(
 
     import torch
 
-    from daic.compiler.property_command import Instance, Networks, decide, default_domains
-    from daic.compiler.vnnlib_in import read_property
+    from daic.compiler.commands.properties import Instance, Networks, decide, default_domains
+    from daic.compiler.exchange.vnnlib_in import read_property
 
     certifier = _raising(
         Networks(None if weights is None else str(weights), torch.device("cpu")).get, str(network)
@@ -179,6 +179,6 @@ def verify_vnnlib(
 def export_onnx(model: nn.Module, input_shape: Sequence[int], path: str | Path) -> float:
     """Writes the concrete network as ONNX (checked; abstract layers dropped, BatchNorm folded) and
     returns the largest difference between onnxruntime's outputs and PyTorch's (-1 without onnxruntime)."""
-    from daic.compiler.weights import export_onnx as write
+    from daic.compiler.commands.weights import export_onnx as write
 
     return _raising(write, model, tuple(input_shape), Path(path))

@@ -26,6 +26,15 @@ class Code:
 
 
 @dataclass(frozen=True)
+class Fix:
+    """A repair the checker is sure of: the text of `span` replaced by `text` (an editor's quick fix)."""
+
+    title: str
+    span: Span
+    text: str
+
+
+@dataclass(frozen=True)
 class Diagnostic:
     code: Code
     severity: Severity
@@ -33,18 +42,23 @@ class Diagnostic:
     span: Span
     hint: str | None = None
     path: str | None = None
+    fix: Fix | None = None
 
     @property
     def is_error(self) -> bool:
         return self.severity is Severity.ERROR
 
 
-def error(code: Code, message: str, span: Span, hint: str | None = None) -> Diagnostic:
-    return Diagnostic(code, Severity.ERROR, message, span, hint)
+def error(
+    code: Code, message: str, span: Span, hint: str | None = None, fix: Fix | None = None
+) -> Diagnostic:
+    return Diagnostic(code, Severity.ERROR, message, span, hint, fix=fix)
 
 
-def warning(code: Code, message: str, span: Span, hint: str | None = None) -> Diagnostic:
-    return Diagnostic(code, Severity.WARNING, message, span, hint)
+def warning(
+    code: Code, message: str, span: Span, hint: str | None = None, fix: Fix | None = None
+) -> Diagnostic:
+    return Diagnostic(code, Severity.WARNING, message, span, hint, fix=fix)
 
 
 # Syntax: everything the parsers report. The compiler declares its own codes beside its phases.

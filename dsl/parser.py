@@ -331,7 +331,7 @@ def _token_text(tok: Token) -> str:
 
 def _syntax_error(exc: UnexpectedInput, window: _Window, base: int, what: str) -> D.Diagnostic:
     """One diagnostic for a lark error inside text[base:end] of the window."""
-    text, index, end = window.text, window, window.end
+    text, end = window.text, window.end
     error_offset = base + (
         exc.pos_in_stream
         if isinstance(exc, UnexpectedCharacters)
@@ -341,54 +341,60 @@ def _syntax_error(exc: UnexpectedInput, window: _Window, base: int, what: str) -
     unclosed_hint = None
     if scanned.unclosed:
         b = scanned.unclosed[-1]
-        line, col = index.position(b.offset)
+        line, col = window.position(b.offset)
         unclosed_hint = f"the `{b.char}` at {line}:{col} is never closed"
-
     if isinstance(exc, UnexpectedCharacters):
-        offset = base + exc.pos_in_stream
-        ch = text[offset] if offset < len(text) else ""
-        span = index.span(offset, offset + 1)
-        if ch == '"':
-            return D.error(
-                D.UNTERMINATED_STRING,
-                "string literal is not closed on its line",
-                span,
-                hint='strings are one line in double quotes: "like this"',
-            )
-        shown = ch if ch.isprintable() else repr(ch)[1:-1]
-        message = f"unexpected character `{shown}`"
-        hint = None
-        if ch in CLOSERS:
-            message = f"`{ch}` closes nothing"
-            hint = unclosed_hint
-        elif ch == "'":
-            hint = 'strings use double quotes: "like this"'
-        elif ch == "\t":
-            hint = "use spaces"
-        return D.error(D.UNEXPECTED_CHARACTER, message, span, hint=hint)
-
+        return _unexpected_character(window, base + exc.pos_in_stream, unclosed_hint)
     assert isinstance(exc, UnexpectedToken)
     tok = exc.token
     expected = _describe_expected(set(exc.accepts or exc.expected), what)
     if tok.type == "$END":
-        offset = end
-        # Point at the last real character rather than at trailing blank lines.
-        while offset > base and text[offset - 1].isspace():
-            offset -= 1
-        span = index.span(max(base, offset - 1), offset) if offset > base else index.span(base, base)
-        message = f"unexpected end of {what}"
-        if expected:
-            message += f"; expected {expected}"
-        return D.error(
-            D.UNCLOSED_BRACKET if unclosed_hint else D.UNEXPECTED_END, message, span, hint=unclosed_hint
-        )
-    span = index.span(base + tok.start_pos, base + tok.end_pos)
+        return _unexpected_end(window, base, what, expected, unclosed_hint)
+    span = window.span(base + tok.start_pos, base + tok.end_pos)
     if tok.type in ("RPAR", "RSQB", "RBRACE") and not scanned.unclosed:
         return D.error(D.UNEXPECTED_TOKEN, f"`{tok}` closes nothing", span)
     message = f"unexpected `{_token_text(tok)}`"
     if expected:
         message += f"; expected {expected}"
     return D.error(D.UNEXPECTED_TOKEN, message, span, hint=unclosed_hint)
+
+
+def _unexpected_character(window: _Window, offset: int, unclosed_hint: str | None) -> D.Diagnostic:
+    """A character no token starts with: an unclosed string, a stray closer, a quote or tab of habit."""
+    text = window.text
+    ch = text[offset] if offset < len(text) else ""
+    span = window.span(offset, offset + 1)
+    if ch == '"':
+        hint = 'strings are one line in double quotes: "like this"'
+        return D.error(D.UNTERMINATED_STRING, "string literal is not closed on its line", span, hint=hint)
+    shown = ch if ch.isprintable() else repr(ch)[1:-1]
+    message = f"unexpected character `{shown}`"
+    hint = None
+    if ch in CLOSERS:
+        message = f"`{ch}` closes nothing"
+        hint = unclosed_hint
+    elif ch == "'":
+        hint = 'strings use double quotes: "like this"'
+    elif ch == "\t":
+        hint = "use spaces"
+    return D.error(D.UNEXPECTED_CHARACTER, message, span, hint=hint)
+
+
+def _unexpected_end(
+    window: _Window, base: int, what: str, expected: str, unclosed_hint: str | None
+) -> D.Diagnostic:
+    """The text ended before the grammar was done: reported at its last real character."""
+    text, offset = window.text, window.end
+    # Point at the last real character rather than at trailing blank lines.
+    while offset > base and text[offset - 1].isspace():
+        offset -= 1
+    span = window.span(max(base, offset - 1), offset) if offset > base else window.span(base, base)
+    message = f"unexpected end of {what}"
+    if expected:
+        message += f"; expected {expected}"
+    return D.error(
+        D.UNCLOSED_BRACKET if unclosed_hint else D.UNEXPECTED_END, message, span, hint=unclosed_hint
+    )
 
 
 def _parse_piece(language: str, window: _Window, base: int, what: str) -> _Piece:
@@ -460,105 +466,129 @@ def _comments(text: str, index: LineIndex, start: int, end: int) -> list[A.Comme
 def parse_net(text: str, reuse: Pieces | None = None) -> ParseResult:
     """Parse a `.net` file: one layer per line; lines indented under a block head form its body. `reuse`:
     the pieces of this document's last parse."""
-    index = LineIndex(text)
-    pieces = _Pieces("net", text, index, reuse or Pieces())
-    comments: list[A.Comment] = []
-    diagnostics: list[D.Diagnostic] = []
-    root: list[A.Layer] = []
-    # Each open block: (its indentation, the list collecting its lines, the head layer or None for root).
-    stack: list[tuple[str, list[A.Layer], A.Layer | None]] = [("", root, None)]
-    finished: dict[int, tuple[A.Layer, ...]] = {}
-    indent_style: str | None = None
-    last: A.Layer | None = None  # the layer on the line before, which an indented line would belong to
-    previous_failed = False
-
-    def close_block() -> None:
-        _indent, children, head = stack.pop()
-        if head is not None:
-            finished[id(head)] = tuple(children)
-
+    lines = _NetLines(text, reuse or Pieces())
     first = body_start(text)
-    for line_start, stop in index.bounds:
+    for line_start, stop in lines.index.bounds:
         start = max(line_start, first)
         line = text[start:stop]
         if not line.strip():
             continue
         if line.strip().startswith("#"):
-            comments.extend(_comments(text, index, start, stop))
+            lines.comments.extend(_comments(text, lines.index, start, stop))
             continue
-        indent = line[: len(line) - len(line.lstrip(" \t"))]
-        if indent:
-            style = "tabs" if indent.strip(" ") == indent and "\t" in indent else "spaces"
-            mixed = " " in indent and "\t" in indent
-            if mixed or (indent_style is not None and style != indent_style):
-                diagnostics.append(
-                    D.error(
-                        D.MIXED_INDENTATION,
-                        "indentation mixes tabs and spaces",
-                        index.span(start, start + len(indent)),
-                        hint="indent with 4 spaces",
-                    )
-                )
-                last, previous_failed = None, True
-                comments.extend(_comments(text, index, start, stop))
-                continue
-            indent_style = indent_style or style
-        current = stack[-1][0]
-        if len(indent) > len(current):
-            if last is None and not previous_failed:
-                diagnostics.append(
-                    D.error(
-                        D.INDENTATION,
-                        "unexpected indentation",
-                        index.span(start, start + len(indent)),
-                        hint="only the lines of a block such as ParNet1 or SkipNet2 are indented under it",
-                    )
-                )
-                comments.extend(_comments(text, index, start, stop))
-                continue
-            if last is not None and len(stack) > MAX_DEPTH:
-                # Deeper down, the block holding this line was dropped (and reported) already.
-                if len(stack) == MAX_DEPTH + 1:
-                    diagnostics.append(
-                        D.error(
-                            D.NESTING_TOO_DEEP,
-                            f"blocks nested more than {MAX_DEPTH} levels deep",
-                            index.span(start, start + len(indent)),
-                            hint="no network needs this depth; is the file generated with a wrong indent?",
-                        )
-                    )
-                last = None
-            # Under a line that failed to parse, the block still nests (head None) and is dropped quietly.
-            stack.append((indent, [], last))
-        else:
-            levels = " or ".join(str(len(level[0])) for level in stack)
-            while len(indent) < len(stack[-1][0]):
-                close_block()
-            if indent != stack[-1][0]:
-                diagnostics.append(
-                    D.error(
-                        D.INDENTATION,
-                        "this indentation matches no enclosing block",
-                        index.span(start, start + len(indent)),
-                        hint=f"indent as far as one of the enclosing blocks: {levels} characters",
-                    )
-                )
-                last, previous_failed = None, True
-                comments.extend(_comments(text, index, start, stop))
-                continue
-        piece = pieces.piece(line_start, stop, start, "the line")
-        diagnostics.extend(piece.diagnostics)
-        comments.extend(piece.comments)
-        last = piece.nodes[0] if piece.nodes else None
-        previous_failed = last is None
-        if last is not None:
-            stack[-1][1].append(last)
-    while len(stack) > 1:
-        close_block()
+        lines.read(line_start, start, stop)
+    return lines.result()
 
-    layers = tuple(_attach_bodies(layer, finished) for layer in root)
-    tree = A.NetFile(layers, tuple(comments), span=index.span(0, len(text)))
-    return ParseResult(tree, tuple(diagnostics), index, pieces.kept)
+
+class _NetLines:
+    """The lines of a `.net` file read one at a time into nested blocks, by their indentation."""
+
+    def __init__(self, text: str, reuse: Pieces) -> None:
+        self.text, self.index = text, LineIndex(text)
+        self.pieces = _Pieces("net", text, self.index, reuse)
+        self.comments: list[A.Comment] = []
+        self.diagnostics: list[D.Diagnostic] = []
+        self.root: list[A.Layer] = []
+        # Each open block: (its indentation, the list collecting its lines, the head layer or None for root).
+        self.stack: list[tuple[str, list[A.Layer], A.Layer | None]] = [("", self.root, None)]
+        self.finished: dict[int, tuple[A.Layer, ...]] = {}
+        self.indent_style: str | None = None
+        self.last: A.Layer | None = None  # the layer on the line before, which an indented line would join
+        self.previous_failed = False
+
+    def read(self, line_start: int, start: int, stop: int) -> None:
+        """One line that holds a layer: placed in its block by its indentation, then parsed."""
+        line = self.text[start:stop]
+        indent = line[: len(line) - len(line.lstrip(" \t"))]
+        if indent and not self._consistent(indent, start):
+            self._drop(start, stop)
+            return
+        placed = (
+            self._deeper(indent, start)
+            if len(indent) > len(self.stack[-1][0])
+            else self._level(indent, start)
+        )
+        if not placed:
+            self._drop(start, stop)
+            return
+        piece = self.pieces.piece(line_start, stop, start, "the line")
+        self.diagnostics.extend(piece.diagnostics)
+        self.comments.extend(piece.comments)
+        self.last = piece.nodes[0] if piece.nodes else None
+        self.previous_failed = self.last is None
+        if self.last is not None:
+            self.stack[-1][1].append(self.last)
+
+    def result(self) -> ParseResult:
+        while len(self.stack) > 1:
+            self._close_block()
+        layers = tuple(_attach_bodies(layer, self.finished) for layer in self.root)
+        tree = A.NetFile(layers, tuple(self.comments), span=self.index.span(0, len(self.text)))
+        return ParseResult(tree, tuple(self.diagnostics), self.index, self.pieces.kept)
+
+    def _consistent(self, indent: str, start: int) -> bool:
+        """Whether the indentation keeps to one of tabs or spaces, as the file's first indented line did."""
+        style = "tabs" if indent.strip(" ") == indent and "\t" in indent else "spaces"
+        mixed = " " in indent and "\t" in indent
+        if mixed or (self.indent_style is not None and style != self.indent_style):
+            self._error(
+                D.MIXED_INDENTATION,
+                "indentation mixes tabs and spaces",
+                start,
+                indent,
+                "indent with 4 spaces",
+            )
+            self.last, self.previous_failed = None, True
+            return False
+        self.indent_style = self.indent_style or style
+        return True
+
+    def _deeper(self, indent: str, start: int) -> bool:
+        """A line indented further than its block opens a block under the line before it."""
+        if self.last is None and not self.previous_failed:
+            hint = "only the lines of a block such as ParNet1 or SkipNet2 are indented under it"
+            self._error(D.INDENTATION, "unexpected indentation", start, indent, hint)
+            return False
+        if self.last is not None and len(self.stack) > MAX_DEPTH:
+            # Deeper down, the block holding this line was dropped (and reported) already.
+            if len(self.stack) == MAX_DEPTH + 1:
+                hint = "no network needs this depth; is the file generated with a wrong indent?"
+                self._error(
+                    D.NESTING_TOO_DEEP,
+                    f"blocks nested more than {MAX_DEPTH} levels deep",
+                    start,
+                    indent,
+                    hint,
+                )
+            self.last = None
+        # Under a line that failed to parse, the block still nests (head None) and is dropped quietly.
+        self.stack.append((indent, [], self.last))
+        return True
+
+    def _level(self, indent: str, start: int) -> bool:
+        """A line indented as far as its block or less closes the blocks it leaves, and must match one."""
+        levels = " or ".join(str(len(level[0])) for level in self.stack)
+        while len(indent) < len(self.stack[-1][0]):
+            self._close_block()
+        if indent == self.stack[-1][0]:
+            return True
+        hint = f"indent as far as one of the enclosing blocks: {levels} characters"
+        self._error(D.INDENTATION, "this indentation matches no enclosing block", start, indent, hint)
+        self.last, self.previous_failed = None, True
+        return False
+
+    def _close_block(self) -> None:
+        _indent, children, head = self.stack.pop()
+        if head is not None:
+            self.finished[id(head)] = tuple(children)
+
+    def _drop(self, start: int, stop: int) -> None:
+        """A line not parsed: only its comments are kept."""
+        self.comments.extend(_comments(self.text, self.index, start, stop))
+
+    def _error(self, code: str, message: str, start: int, indent: str, hint: str) -> None:
+        span = self.index.span(start, start + len(indent))
+        self.diagnostics.append(D.error(code, message, span, hint=hint))
 
 
 def _attach_bodies(layer: A.Layer, bodies: dict[int, tuple[A.Layer, ...]]) -> A.Layer:

@@ -5,10 +5,9 @@ concrete network trains and exports like any PyTorch model); ``net.abstract(valu
 `Box` or `HybridZonotope` under an `AbstractContext`.
 """
 
-from .context import AbstractContext
-from .domains import Box, HybridZonotope, Value, add_values, cat_values, lower_upper
-from .init import ibp_init_
-from .layers import (
+from daic.runtime.context import AbstractContext
+from daic.runtime.domains import Box, HybridZonotope, Value, add_values, cat_values, lower_upper
+from daic.runtime.layers import (
     TAPS,
     AbstractLayer,
     AbstractMixin,
@@ -33,7 +32,8 @@ from .layers import (
     Sequential,
     deep_loss,
 )
-from .schedules import Const, Lin, Schedule, Until, as_schedule
+from daic.runtime.training.init import ibp_init_
+from daic.runtime.training.schedules import Const, Lin, Schedule, Until, as_schedule
 
 __all__ = [
     "TAPS",

@@ -1,4 +1,4 @@
-"""The Python API (`import daic`): the README's example runs as written, and each function answers as its
+"""The Python API (`import daic`): docs/python.md's example runs as written, and each function answers as its
 command does, a user's mistake a `daic.DaicError` with the command's message."""
 
 from __future__ import annotations
@@ -18,14 +18,14 @@ ROOT = Path(__file__).resolve().parents[1]
 torch.set_num_threads(1)
 
 
-def test_the_readmes_example_runs(tmp_path, monkeypatch, capsys):
-    text = (ROOT / "README.md").read_text()
-    code = re.search(r"### Python: .*?```python\n(.*?)```", text, re.S).group(1)
+def test_the_documented_example_runs(tmp_path, monkeypatch, capsys):
+    text = (ROOT / "docs" / "python.md").read_text()
+    code = re.search(r"^# Python: .*?```python\n(.*?)```", text, re.S).group(1)
     for folder in ("examples", "stdlib"):
         (tmp_path / folder).symlink_to(ROOT / folder)
     monkeypatch.chdir(tmp_path)
     scope: dict = {}
-    exec(compile(code, "README.md", "exec"), scope)
+    exec(compile(code, "docs/python.md", "exec"), scope)
     assert scope["errors"] == []
     assert scope["summary"]["epochs"] == 2 and (tmp_path / "runs" / "api" / "checkpoint.pt").exists()
     outcomes = scope["outcomes"]
@@ -75,7 +75,7 @@ def test_a_network_without_weights_is_freshly_initialised_and_exports(tmp_path):
 
 
 def test_a_vnnlib_property_is_answered_as_the_command_answers_it(tmp_path):
-    from tests.compiler.test_verify_properties import prop, two_by_two
+    from tests.compiler.commands.test_verify_properties import prop, two_by_two
 
     network = two_by_two(tmp_path / "two.onnx")
     assert daic.verify_vnnlib(network, prop(tmp_path / "p1.vnnlib", "1.5"))["result"] == "unsat"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from daic.compiler.cli import main
+from daic.compiler.commands.cli import main
 
 ROOT = Path(__file__).parents[1]
 
@@ -27,9 +27,11 @@ def test_shipped_sources_are_formatted_and_clean():
 
 
 def test_readme_quickstart_is_the_example():
-    """The scheme the README shows is the one `daic run examples/quickstart.dai` runs."""
-    readme = (ROOT / "README.md").read_text()
-    shown = readme.split("A training scheme (`examples/quickstart.dai`):\n\n```\n", 1)[1].split("```", 1)[0]
+    """The scheme the README's tour and the languages page show is the one `daic run
+    examples/quickstart.dai` runs."""
     example = (ROOT / "examples" / "quickstart.dai").read_text()
     code = [line for line in example.splitlines() if line.strip() and not line.strip().startswith("#")]
-    assert shown.strip().splitlines() == code
+    for page in ("README.md", "docs/languages.md"):
+        text = (ROOT / page).read_text()
+        shown = text.split("A training scheme (`examples/quickstart.dai`):\n\n```\n", 1)[1].split("```", 1)[0]
+        assert shown.strip().splitlines() == code, f"{page} shows another scheme than examples/quickstart.dai"

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from ..registry import Registry
-from . import data, layers, objectives, scheme, search, training
-from .scheme import SCHEME_DECL
-from .search import STUDY_DECL
+from daic.compiler.constructors import data, layers, objectives, scheme, search, training
+from daic.compiler.constructors.scheme import SCHEME_DECL
+from daic.compiler.constructors.search import STUDY_DECL
+from daic.compiler.registry import Registry
 
 REGISTRY = Registry(
     [

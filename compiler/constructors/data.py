@@ -6,10 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..registry import Category, Constructor, DatasetFacts, Param, Shape
-from ..types import BOOL, DATASET, INT, STR, TRANSFORM, ListOf
+from daic.compiler.registry import Category, Constructor, DatasetFacts, Param, Shape
+from daic.compiler.types import BOOL, DATASET, INT, STR, TRANSFORM, ListOf
 
-RT = "daic.runtime.data:"
+# Where each constructor's runtime class lives.
+SETS = "daic.runtime.data.sets:"
+FILES = "daic.runtime.data.image_files:"
+AUGMENTATIONS = "daic.runtime.data.augment:"
 
 AUGMENT = Param("augment", ListOf(TRANSFORM), (), "Augmentations applied to training images.")
 ROOT = Param("root", STR, None, "Folder holding the data set's files (the CLI's --data overrides it).")
@@ -18,10 +21,10 @@ SUBSET = Param(
 )
 
 
-def _dataset(name, doc, channels, side, classes, *, embedded=False):
+def _dataset(name, doc, channels, side, classes, *, embedded=False, where=SETS):
     params = (AUGMENT, SUBSET) if embedded else (AUGMENT, ROOT, SUBSET)
     facts = DatasetFacts((channels, side, side), classes)
-    return Constructor(name, Category.DATASET, DATASET, params, doc, RT + name, dataset=facts)
+    return Constructor(name, Category.DATASET, DATASET, params, doc, where + name, dataset=facts)
 
 
 def _image_folder_facts(args: Mapping[str, object]) -> tuple[Shape, int] | None:
@@ -55,7 +58,7 @@ IMAGE_FOLDER = Constructor(
     "`path/test/<class>/` (or `val/`), labels in the sorted order of the training class folders. Each "
     "image is stretched to `size` x `size` (bilinear) and scaled to [0, 1]; its shape is [size, size, 3] "
     "([size, size, 1] with grey=True). The class folders found must number `classes`.",
-    RT + "ImageFolder",
+    FILES + "ImageFolder",
     dataset=DatasetFacts((), 0, from_args=_image_folder_facts),
 )
 
@@ -89,6 +92,7 @@ DECLARATIONS = [
         3,
         64,
         200,
+        where=FILES,
     ),
     IMAGE_FOLDER,
     Constructor(
@@ -100,7 +104,7 @@ DECLARATIONS = [
             Param("padding", INT, 4, "Zero padding added before cropping.", low=0),
         ),
         "Pads the image and crops a random window of the original size (the paper used padding 4).",
-        RT + "RandomCrop",
+        AUGMENTATIONS + "RandomCrop",
     ),
     Constructor(
         "HorizontalFlip",
@@ -108,6 +112,6 @@ DECLARATIONS = [
         TRANSFORM,
         (),
         "Flips the image left to right with probability 1/2.",
-        RT + "HorizontalFlip",
+        AUGMENTATIONS + "HorizontalFlip",
     ),
 ]

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ..registry import Category, Constructor, LayerFacts, Param
-from ..types import ACTIVATION, BOOL, FLOAT, INT, LAYER, SCHEDULE, ListOf, OneOf
-from . import shapes
+from daic.compiler.constructors import shapes
+from daic.compiler.registry import Category, Constructor, LayerFacts, Param
+from daic.compiler.types import ACTIVATION, BOOL, FLOAT, INT, LAYER, SCHEDULE, ListOf, OneOf
 
 SIZE = OneOf(INT, ListOf(INT))  # a kernel size, stride or padding: `3` or `[3, 3]`
 RT = "daic.runtime.layers:"
@@ -19,6 +19,7 @@ INPUT_SHAPE = Param(
     "The shape [H, W, C] (or [features]) entering this layer, as the paper's listings "
     "print it; checked against the inferred shape when given.",
     low=1,
+    lowered=False,
 )
 
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from ..registry import Category, Constructor, Param, ScheduleFacts
-from ..types import ACTIVATION, BOOL, FLOAT, GOAL, INT, SCHEDULE
+from daic.compiler.registry import Category, Constructor, Param, ScheduleFacts
+from daic.compiler.types import ACTIVATION, BOOL, FLOAT, GOAL, INT, SCHEDULE
 
-RT_GOALS = "daic.runtime.goals:"
-RT_SCHEDULES = "daic.runtime.schedules:"
+RT_GOALS = "daic.runtime.training.goals:"
+RT_SCHEDULES = "daic.runtime.training.schedules:"
 
 
 def _goal(name, doc, *params, forms=(), several=False):

@@ -3,8 +3,8 @@ missing fields, types and ranges are checked by the same code as a call's argume
 
 from __future__ import annotations
 
-from ..registry import Category, Constructor, Param
-from ..types import (
+from daic.compiler.registry import Category, Constructor, Param
+from daic.compiler.types import (
     BOOL,
     DATASET,
     FLOAT,
@@ -125,7 +125,7 @@ SCHEME_DECL = Constructor(
         Param("seed", INT, 0, "Seed of every random number generator.", low=0),
     ),
     "A training scheme: what to train, on what, how long, and what to measure.",
-    "daic.runtime.scheme:Scheme",
+    "daic.runtime.training.scheme:Scheme",
 )
 
 DECLARATIONS = [SCHEME_DECL]

@@ -7,10 +7,10 @@ over and holds both ends of a range (every option of a Choice) to the range of t
 
 from __future__ import annotations
 
-from ..registry import Category, Constructor, Param, SpaceFacts
-from ..types import ANY, BOOL, FLOAT, INT, PRUNER, SAMPLER, STUDY, TEST, ListOf
+from daic.compiler.registry import Category, Constructor, Param, SpaceFacts
+from daic.compiler.types import ANY, BOOL, FLOAT, INT, PRUNER, SAMPLER, STUDY, TEST, ListOf
 
-TUNE = "daic.compiler.tune.optuna_parts:"
+TUNE = "daic.compiler.commands.tune.optuna_parts:"
 
 SPACES = [
     Constructor(

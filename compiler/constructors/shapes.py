@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from ..registry import Shape, ShapeError
+from daic.compiler.registry import Shape, ShapeError
 
 
 def pair(value: object, name: str) -> tuple[int, int]:

@@ -3,12 +3,12 @@ and the verification domains."""
 
 from __future__ import annotations
 
-from ..registry import Category, Constructor, Param, ScheduleFacts
-from ..types import BOOL, DOMAIN, FLOAT, INT, LR_SCHEDULE, OPTIMIZER, STR, TEST, ListOf, OneOf
+from daic.compiler.registry import Category, Constructor, Param, ScheduleFacts
+from daic.compiler.types import BOOL, DOMAIN, FLOAT, INT, LR_SCHEDULE, OPTIMIZER, STR, TEST, ListOf, OneOf
 
-RT = "daic.runtime.optim:"
-RT_EVAL = "daic.runtime.evaluate:"
-RT_VERIFY = "daic.runtime.verification:"
+RT = "daic.runtime.training.optim:"
+RT_EVAL = "daic.runtime.certification.evaluate:"
+RT_VERIFY = "daic.runtime.certification.verification:"
 
 _INTERMEDIATE = Param(
     "intermediate",
@@ -124,7 +124,7 @@ DECLARATIONS = [
         (),
         "Intervals (interval bound propagation), with the margins y_t - y_j folded into the layers after "
         "the last ReLU, as IBP is reported. The cheapest domain.",
-        RT_VERIFY + "BoxDomain",
+        RT_VERIFY + "BoxBound",
     ),
     Constructor(
         "HBox",
@@ -133,7 +133,7 @@ DECLARATIONS = [
         (),
         "The hybrid zonotope with one correlated term per input dimension, only_train layers skipped, as the "
         "reference implementation verified (Section 5); the margins folded into the last layers.",
-        RT_VERIFY + "HBoxDomain",
+        RT_VERIFY + "HBoxBound",
     ),
     Constructor(
         "CROWN",
@@ -145,7 +145,7 @@ DECLARATIONS = [
         "moved back through every layer to the input box. Tighter than Box and usually than HBox on "
         "networks trained with linear relaxations; costs a backward pass per ReLU layer with full "
         'intermediate bounds ("crown"), one with "box".',
-        RT_VERIFY + "CROWNDomain",
+        RT_VERIFY + "CROWNBound",
     ),
     Constructor(
         "AlphaCROWN",
@@ -159,7 +159,7 @@ DECLARATIONS = [
         "CROWN whose ReLU lower slopes, one per image, margin and unstable neuron, are optimised by Adam "
         "from CROWN's choice (alpha-CROWN, Xu et al. 2021), intermediate bounds fixed. Every slope in "
         "[0, 1] is sound; the best bound seen is kept, so it is never looser than CROWN.",
-        RT_VERIFY + "AlphaCROWNDomain",
+        RT_VERIFY + "AlphaCROWNBound",
     ),
     Constructor(
         "BranchAndBound",
@@ -189,7 +189,7 @@ DECLARATIONS = [
         "and the margins folded over the intervals kept; a subdomain with no unstable neuron is decided by a "
         "linear program. Every image ends verified, falsified (by a point the network misclassifies) or, "
         "past the time limit, unknown.",
-        "daic.runtime.complete:BranchAndBound",
+        "daic.runtime.certification.complete:BranchAndBound",
         aliases=("BaB",),
     ),
     Constructor(
@@ -206,6 +206,6 @@ DECLARATIONS = [
         "bounded by CROWN, each box's centre run through the network. Every image ends verified, falsified "
         "or, past the time limit, unknown. Where inputs are many (images), BranchAndBound's ReLU splits do "
         "better.",
-        "daic.runtime.input_split:InputSplit",
+        "daic.runtime.certification.input_split:InputSplit",
     ),
 ]

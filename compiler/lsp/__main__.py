@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .server import main
+from daic.compiler.lsp.server import main
 
 
 def run(argv: list[str] | None = None) -> None:

@@ -14,16 +14,15 @@ from pathlib import Path
 
 from lsprotocol import types as T
 
+from daic.compiler.checking.program import Module
 from daic.compiler.constructors import REGISTRY
-from daic.compiler.program import Module
+from daic.compiler.lsp import scope
+from daic.compiler.lsp.cursor import Context, context
+from daic.compiler.lsp.documents import Analysis
+from daic.compiler.lsp.expected import block_decl, call_slots, expected_types, layer_decl, positional_form
+from daic.compiler.lsp.markup import Doc, constructor_doc
 from daic.compiler.registry import BLOCK_CATEGORIES, LAYER_CATEGORIES, Constructor
 from daic.compiler.types import ANY, BOOL, Type, is_subtype
-
-from . import scope
-from .cursor import Context, context
-from .documents import Analysis
-from .expected import block_decl, call_slots, expected_types, layer_decl, positional_form
-from .markup import Doc, constructor_doc
 
 K = T.CompletionItemKind
 STATEMENT_KEYWORDS = ("import", "let", "scheme", "study")

@@ -10,14 +10,12 @@ from pathlib import Path
 from lsprotocol import types as T
 from pygls.uris import from_fs_path
 
-from daic.compiler.program import path_key
+from daic.compiler.checking.program import path_key
+from daic.compiler.lsp.cursor import previous_token, word_at
+from daic.compiler.lsp.documents import Analysis
+from daic.compiler.lsp.positions import PositionMap
 from daic.dsl import ast as A
 from daic.dsl.source import Span
-
-from . import scope
-from .cursor import previous_token, word_at
-from .documents import Analysis
-from .positions import PositionMap
 
 
 @dataclass(frozen=True)
@@ -55,15 +53,16 @@ def _target(analysis: Analysis, offset: int) -> Target | None:
     if not word:
         return None
     before = previous_token(analysis.text, start, "dai")
-    if before is not None and before.text in ("extends", "scheme", "tunes"):
-        found = scope.find_scheme(module, word)
-        if found is not None:
-            info, owner = found
-            return Target(_path_of(owner, module), info.node.name_span)
-    binding = scope.resolve(module, word)
-    if binding is not None:
-        return Target(_path_of(binding.module, module), binding.let.name_span)
-    return None
+    if before is not None and before.text == "scheme" and word in module.schemes:
+        return Target(None, module.schemes[word].node.name_span)
+    if before is not None and before.text == "let" and word in module.lets:
+        return Target(None, module.lets[word].name_span)
+    reference = module.reference_at(start)
+    if reference is None:
+        return None
+    if reference.scheme is not None:
+        return Target(_path_of(reference.module, module), reference.scheme.node.name_span)
+    return Target(_path_of(reference.module, module), reference.let.name_span)
 
 
 def _path_of(owner, here) -> str | None:

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from lsprotocol import types as T
 
+from daic.compiler.lsp.documents import Analysis
+from daic.compiler.lsp.positions import PositionMap
 from daic.dsl import diagnostics as D
-
-from .documents import Analysis
-from .positions import PositionMap
 
 SOURCE = "daic"
 

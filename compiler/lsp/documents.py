@@ -11,14 +11,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from daic.compiler.check import FileReport, check_source
-from daic.compiler.network import Network
-from daic.compiler.program import Module, Program, path_key
-from daic.compiler.sources import Source, language_of
+from daic.compiler.checking.check import FileReport, check_source
+from daic.compiler.checking.network import Network
+from daic.compiler.checking.program import Module, Program, path_key
+from daic.compiler.checking.sources import Source, language_of
+from daic.compiler.lsp.positions import UTF16, PositionMap
 from daic.dsl import ast as A
 from daic.dsl.source import LineIndex
-
-from .positions import UTF16, PositionMap
 
 
 @dataclass(frozen=True)

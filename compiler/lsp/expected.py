@@ -6,12 +6,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from daic.compiler.checking.elaborate import Elaborator
 from daic.compiler.constructors import REGISTRY, SCHEME_DECL
-from daic.compiler.elaborate import Elaborator
+from daic.compiler.lsp.cursor import Context, Frame, field_of
 from daic.compiler.registry import BLOCK_CATEGORIES, LAYER_CATEGORIES, Constructor, Param
 from daic.compiler.types import ANY, ListOf, OneOf, Type
-
-from .cursor import Context, Frame, field_of
 
 _ELABORATOR = Elaborator(REGISTRY, [])
 

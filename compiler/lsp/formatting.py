@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from lsprotocol import types as T
 
+from daic.compiler.lsp.documents import Analysis
 from daic.dsl.format import format_tree
 from daic.dsl.parser import parse
-
-from .documents import Analysis
 
 
 def format_document(analysis: Analysis) -> list[T.TextEdit]:

@@ -8,20 +8,19 @@ from pathlib import Path
 
 from lsprotocol import types as T
 
+from daic.compiler.checking.elaborate import UNKNOWN, Built, Symbol
+from daic.compiler.checking.network import BlockNode, LayerNode, Network, hwc, walk
+from daic.compiler.checking.program import Module, SchemeInfo
 from daic.compiler.constructors import REGISTRY
-from daic.compiler.elaborate import UNKNOWN, Built
-from daic.compiler.network import BlockNode, LayerNode, Network, hwc, walk
-from daic.compiler.program import Module, SchemeInfo
+from daic.compiler.lsp import scope
+from daic.compiler.lsp.cursor import context, followed_by_equals, previous_token, word_at
+from daic.compiler.lsp.documents import Analysis
+from daic.compiler.lsp.expected import block_decl, call_slots, expected_types, layer_decl
+from daic.compiler.lsp.markup import Doc, constructor_doc
 from daic.compiler.registry import BLOCK_CATEGORIES, Constructor, Param
 from daic.compiler.types import is_subtype
 from daic.dsl import ast as A
 from daic.dsl.format import broken, flat, layer_text
-
-from . import scope
-from .cursor import context, followed_by_equals, previous_token, word_at
-from .documents import Analysis
-from .expected import block_decl, call_slots, expected_types, layer_decl
-from .markup import Doc, constructor_doc
 
 _SUBSCRIPT = re.compile(r"([A-Za-z]\w*?)_(\d+)")
 
@@ -110,12 +109,15 @@ def _dai_hover(analysis: Analysis, start: int, end: int) -> Doc | None:
         return _import_hover(module, word)
     if after_keyword == "scheme" and module and word in module.schemes:
         return _scheme_doc(module.schemes[word], module, module)
-    if after_keyword in ("extends", "tunes") and module:
-        found = scope.find_scheme(module, word)
-        return _scheme_doc(*found, module) if found else None
-    binding = scope.resolve(module, word) if module else None
-    if binding is not None:
-        return let_doc(binding, module)
+    if after_keyword == "let" and module and word in module.lets:
+        return let_doc(module.lets[word], module.symbols.get(word), module, module)
+    reference = module.reference_at(start) if module else None
+    if reference is not None and reference.scheme is not None:
+        return _scheme_doc(reference.scheme, reference.module, module)
+    if reference is not None and reference.let is not None:
+        return let_doc(reference.let, reference.symbol, reference.module, module)
+    if after_keyword in ("extends", "tunes"):
+        return None
     ctx = context(text, start, "dai")
     return _constructors_doc(word, expected_types(ctx))
 
@@ -175,17 +177,18 @@ def _value_text(value: object) -> str | None:
     return None
 
 
-def let_doc(binding: scope.Binding, here: Module | None) -> Doc:
-    kind = binding.symbol.type if binding.symbol else "?"
-    head = f"let {binding.name}: {kind} = "
-    lines = broken(binding.let.value, len(head), 0)
+def let_doc(let: A.Let, symbol: Symbol | None, owner: Module, here: Module | None) -> Doc:
+    """A let as its module writes it, its type and value as the checker found them, and where it is."""
+    kind = symbol.type if symbol else "?"
+    head = f"let {let.name}: {kind} = "
+    lines = broken(let.value, len(head), 0)
     lines[0] = head + lines[0]
     doc = Doc().code("\n".join(lines))
-    value = _value_text(binding.symbol.value) if binding.symbol else None
+    value = _value_text(symbol.value) if symbol else None
     if value is not None and value != lines[0][len(head) :]:
         doc.text(f"value: {value}")
-    if binding.module is not here and binding.module.path:
-        doc.text(f"defined in {_shown_path(binding.module.path)}")
+    if owner is not here and owner.path:
+        doc.text(f"defined in {_shown_path(owner.path)}")
     return doc
 
 

@@ -26,12 +26,11 @@ from pygls.protocol.language_server import lsp_method
 from pygls.uris import to_fs_path, uri_scheme
 
 from daic import __version__
-from daic.compiler.program import path_key
-
-from . import code_actions, completion, definition, formatting, hover, signature_help, symbols
-from .diagnostics import lsp_diagnostics
-from .documents import Analyses, Analysis, document_for
-from .markup import client_kind
+from daic.compiler.checking.program import path_key
+from daic.compiler.lsp import code_actions, completion, definition, formatting, hover, signature_help, symbols
+from daic.compiler.lsp.diagnostics import lsp_diagnostics
+from daic.compiler.lsp.documents import Analyses, Analysis, document_for
+from daic.compiler.lsp.markup import client_kind
 
 logger = logging.getLogger("daic.lsp")
 
@@ -186,6 +185,17 @@ def _offset(ls: DaicLanguageServer, uri: str, position: T.Position) -> tuple[Ana
     return analysis, analysis.positions.offset(position)
 
 
+def _texts(ls: DaicLanguageServer) -> Callable[[str], str | None]:
+    """A file's text as the editor holds it, or as saved where no buffer holds it (None: unreadable)."""
+    buffers = ls.buffers()
+
+    def text_of(path: str) -> str | None:
+        found = buffers.get(path_key(Path(path)))
+        return found if found is not None else _read(path)
+
+    return text_of
+
+
 def _read(path: str) -> str | None:
     try:
         return Path(path).read_text(encoding="utf-8")
@@ -195,6 +205,14 @@ def _read(path: str) -> str | None:
 
 def create_server() -> DaicLanguageServer:
     server = DaicLanguageServer()
+    _follow_documents(server)
+    _answer_queries(server)
+    _offer_edits(server)
+    return server
+
+
+def _follow_documents(server: DaicLanguageServer) -> None:
+    """Opened, changed, saved and closed documents: each checked again, and its diagnostics published."""
 
     @server.feature(T.TEXT_DOCUMENT_DID_OPEN)
     @safe(lambda: None)
@@ -228,6 +246,10 @@ def create_server() -> DaicLanguageServer:
         ls.published.pop(uri, None)
         ls.text_document_publish_diagnostics(T.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
 
+
+def _answer_queries(server: DaicLanguageServer) -> None:
+    """What is at a position: hover, completion, signature help and the definition of a name."""
+
     @server.feature(T.TEXT_DOCUMENT_HOVER)
     @safe(lambda: None)
     def on_hover(ls: DaicLanguageServer, params: T.HoverParams) -> T.Hover | None:
@@ -259,13 +281,11 @@ def create_server() -> DaicLanguageServer:
     @safe(list)
     def on_definition(ls: DaicLanguageServer, params: T.DefinitionParams) -> list[T.Location]:
         analysis, offset = _offset(ls, params.text_document.uri, params.position)
-        buffers = ls.buffers()
+        return definition.definition(analysis, offset, _texts(ls))
 
-        def text_of(path: str) -> str | None:
-            found = buffers.get(path_key(Path(path)))
-            return found if found is not None else _read(path)
 
-        return definition.definition(analysis, offset, text_of)
+def _offer_edits(server: DaicLanguageServer) -> None:
+    """A document as a whole: its outline, its formatting and the quick fixes of its diagnostics."""
 
     @server.feature(T.TEXT_DOCUMENT_DOCUMENT_SYMBOL)
     @safe(list)
@@ -292,8 +312,6 @@ def create_server() -> DaicLanguageServer:
         start = analysis.positions.offset(params.range.start)
         end = analysis.positions.offset(params.range.end)
         return code_actions.code_actions(analysis, start, end)
-
-    return server
 
 
 def main(tcp: str | None = None) -> None:

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 from lsprotocol import types as T
 
+from daic.compiler.lsp.cursor import context
+from daic.compiler.lsp.documents import Analysis
+from daic.compiler.lsp.expected import call_slots, layer_decl
+from daic.compiler.lsp.markup import Doc, constructor_doc
 from daic.compiler.registry import Constructor
-
-from .cursor import context
-from .documents import Analysis
-from .expected import call_slots, layer_decl
-from .markup import Doc, constructor_doc
 
 TRIGGERS = ["(", ",", "="]
 RETRIGGERS = [" "]

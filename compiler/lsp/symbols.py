@@ -5,12 +5,11 @@ from __future__ import annotations
 
 from lsprotocol import types as T
 
-from daic.compiler.network import LayerNode, hwc, walk
+from daic.compiler.checking.network import LayerNode, hwc, walk
+from daic.compiler.lsp.documents import Analysis
+from daic.compiler.lsp.positions import PositionMap
 from daic.dsl import ast as A
 from daic.dsl.format import flat
-
-from .documents import Analysis
-from .positions import PositionMap
 
 S = T.SymbolKind
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from .box import Box
-from .element import Element
-from .symbolic import Symbolic
-from .term_ids import DEAD, dropping_dead_terms, drops_dead_terms, fresh_ids
-from .zonotope import HybridZonotope
+from daic.runtime.domains.box import Box
+from daic.runtime.domains.element import Element
+from daic.runtime.domains.symbolic import Symbolic
+from daic.runtime.domains.term_ids import DEAD, dropping_dead_terms, drops_dead_terms, fresh_ids
+from daic.runtime.domains.zonotope import HybridZonotope
 
 Value = Tensor | Element
 """What flows through a network: a batch of points, or a batch of one domain's elements."""

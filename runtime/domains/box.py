@@ -8,13 +8,21 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
-from .element import Element, at_target
-from .rounding import Rounding, enclosing_radius, gamma, rounded, rounds_outward, underflow, unit
-from .rounding import down as round_down
-from .rounding import up as round_up
+from daic.runtime.domains.element import Element, at_target
+from daic.runtime.domains.rounding import (
+    Rounding,
+    enclosing_radius,
+    gamma,
+    rounded,
+    rounds_outward,
+    underflow,
+    unit,
+)
+from daic.runtime.domains.rounding import down as round_down
+from daic.runtime.domains.rounding import up as round_up
 
 if TYPE_CHECKING:
-    from ..context import AbstractContext
+    from daic.runtime.context import AbstractContext
 
 
 class Box(Element):

@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .fused_rows import bound_rows, relaxed_rows
+from daic.runtime.domains.fused_rows import bound_rows, relaxed_rows
 
 Pair = tuple[int, int]
 

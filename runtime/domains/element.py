@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 if TYPE_CHECKING:
-    from ..context import AbstractContext
+    from daic.runtime.context import AbstractContext
 
 
 class Element:

@@ -19,7 +19,7 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from .. import native
+from daic.runtime import native
 
 
 def relaxed_rows(

@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
-from .coeffs import Coeffs, Dense
-from .rounding import down as round_down
-from .rounding import gamma, underflow, unit
-from .rounding import up as round_up
+from daic.runtime.domains.coeffs import Coeffs, Dense
+from daic.runtime.domains.rounding import down as round_down
+from daic.runtime.domains.rounding import gamma, underflow, unit
+from daic.runtime.domains.rounding import up as round_up
 
 if TYPE_CHECKING:
-    from .symbolic import Backward, Symbolic
+    from daic.runtime.domains.symbolic import Backward, Symbolic
 
 
 def rows_dtype(rows: Coeffs) -> torch.dtype:

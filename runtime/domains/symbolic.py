@@ -31,15 +31,15 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
-from .box import Box
-from .coeffs import Coeffs, Dense, Patches
-from .element import Element, margin_others, spread_margins
-from .rounding import enclosing_radius, rounds_outward
-from .rounding_ledger import RoundingLedger
-from .zonotope import HybridZonotope
+from daic.runtime.domains.box import Box
+from daic.runtime.domains.coeffs import Coeffs, Dense, Patches
+from daic.runtime.domains.element import Element, margin_others, spread_margins
+from daic.runtime.domains.rounding import enclosing_radius, rounds_outward
+from daic.runtime.domains.rounding_ledger import RoundingLedger
+from daic.runtime.domains.zonotope import HybridZonotope
 
 if TYPE_CHECKING:
-    from ..context import AbstractContext
+    from daic.runtime.context import AbstractContext
 
 COMPANIONS = ("box", "hbox")
 """Domains that may run beside the relaxation to give intermediate bounds: Box always, the hybrid zonotope
@@ -89,9 +89,7 @@ class Analysis:
         upper: Tensor,
         crown: bool,
         budget_bytes: int,
-        crown_weight: float,
         tighten: bool,
-        fused: bool = False,
         splits: dict[int, Tensor] | None = None,
         prior: dict[int, tuple[Tensor, Tensor]] | None = None,
         deadline: float = math.inf,
@@ -103,11 +101,9 @@ class Analysis:
             self.radius = (upper - lower) / 2
         self.crown = crown
         self.tighten = tighten
-        self.fused = fused
         self.splits = splits or {}
         self.prior = prior or {}
         self.infeasible = torch.zeros(lower.shape[0], dtype=torch.bool, device=lower.device)
-        self.crown_weight = crown_weight
         self.budget_bytes = budget_bytes
         self.widest = lower[0].numel()  # neurons of the widest node so far (sizes the chunks)
         self.deadline = deadline  # `time.perf_counter()` past which CROWN refines no more neurons
@@ -148,9 +144,7 @@ class Symbolic(Element):
         companions: Sequence[str] = ("box",),
         crown: bool = False,
         budget_bytes: int = BUDGET_BYTES,
-        crown_weight: float = 1.0,
         tighten: bool = True,
-        fused: bool = False,
         splits: dict[int, Tensor] | None = None,
         prior: dict[int, tuple[Tensor, Tensor]] | None = None,
         deadline: float = math.inf,
@@ -158,24 +152,22 @@ class Symbolic(Element):
         """The input box ``[lower, upper]``. ``companions`` run beside it (Box always); ``crown``: the
         ReLUs' inputs are bounded by back-substitution too (full CROWN), and with ``tighten`` those bounds
         are intersected with the companions' (without: CROWN's alone where it ran, as auto_LiRPA's
-        'backward' method computes them). ``crown_weight``: see `margin_upper`; ``fused``: the training loss
-        is `fused_loss`. ``splits`` (branch and bound) maps the id of a node that feeds a ReLU to the sign
-        each image's split fixes for its neurons (``(B, *F)``: 1 active, ``x >= 0``; -1 inactive, ``x <= 0``;
-        0 free): their bounds are clamped to it, and an image whose bounds then cross is infeasible
-        (``analysis.infeasible``). ``prior`` maps node ids to bounds known to hold on the whole input box
-        (an earlier analysis of a box that contains this one, as branch and bound's root): the node's
-        bounds are intersected with them before they are used. Past ``deadline`` (a `time.perf_counter()`
-        value) CROWN refines no more neurons: the rest keep their companions' bounds, sound but looser, so
-        that a search's time limit holds on a network whose full CROWN bounds take minutes."""
+        'backward' method computes them). ``splits`` (branch and bound) maps the id of a node that feeds a
+        ReLU to the sign each image's split fixes for its neurons (``(B, *F)``: 1 active, ``x >= 0``; -1
+        inactive, ``x <= 0``; 0 free): their bounds are clamped to it, and an image whose bounds then cross
+        is infeasible (``analysis.infeasible``). ``prior`` maps node ids to bounds known to hold on the
+        whole input box (an earlier analysis of a box that contains this one, as branch and bound's root):
+        the node's bounds are intersected with them before they are used. Past ``deadline`` (a
+        `time.perf_counter()` value) CROWN refines no more neurons: the rest keep their companions' bounds,
+        sound but looser, so that a search's time limit holds on a network whose full CROWN bounds take
+        minutes."""
         unknown = set(companions) - set(COMPANIONS)
         if unknown:
             raise ValueError(f"Symbolic: unknown companion domains {sorted(unknown)}; known: {COMPANIONS}")
         values: list[Element] = [Box.from_bounds(lower, upper)]
         if "hbox" in companions:
             values.append(HybridZonotope.exact_from_bounds(lower, upper))
-        analysis = Analysis(
-            lower, upper, crown, budget_bytes, crown_weight, tighten, fused, splits, prior, deadline
-        )
+        analysis = Analysis(lower, upper, crown, budget_bytes, tighten, splits, prior, deadline)
         return cls(analysis, "input", (), tuple(values))
 
     # ----------------------------------------------------------------------------------------------
@@ -348,23 +340,12 @@ class Symbolic(Element):
         return backsubstitute(self, Dense(rows), how, until_nonlinear=until_nonlinear)
 
     def margin_upper(self, target: Tensor) -> Tensor:
-        """Upper bounds of ``y_j - y_t`` from the lower bounds ``w * CROWN + (1 - w) * IBP`` of the margins,
-        ``w`` the analysis' ``crown_weight`` (CROWN-IBP's beta, Zhang et al. 2020): both with the
-        specification folded into the last layers; the IBP term is skipped at ``w = 1``, CROWN's at 0."""
-        w = self.analysis.crown_weight
+        """Upper bounds of ``y_j - y_t`` from CROWN's lower bounds of the margins (how a training goal reads
+        them otherwise, CROWN-IBP's mixture, is the goal's: `training.parts.CROWNIBPReading`)."""
         _, others = margin_others(target, self.shape[1], self.analysis.center.dtype)
-        if w == 0:
-            lower = self.margin_lower(target, until_nonlinear=True)
-        elif w == 1:
-            lower = self.margin_lower(target)
-        else:
-            lower = w * self.margin_lower(target) + (1 - w) * self.margin_lower(target, until_nonlinear=True)
-        return spread_margins(lower, others, self.shape[1])
+        return spread_margins(self.margin_lower(target), others, self.shape[1])
 
-    def worst_case_loss(self, target: Tensor) -> Tensor:
-        return self.fused_loss(target) if self.analysis.fused else super().worst_case_loss(target)
-
-    def fused_loss(self, target: Tensor) -> Tensor:
+    def fused_loss(self, target: Tensor, weight: float = 1.0) -> Tensor:
         """``log U`` per example, ``U`` an upper bound of ``sum_j exp(y_j - y_t)`` over the input box: the
         cross-entropy of every point in it is at most this (auto_LiRPA's "loss fusion").
 
@@ -372,7 +353,7 @@ class Symbolic(Element):
         layers), ``exp`` lies below its chord over that interval, so ``sum_j exp(z_j)`` is at most one linear
         function of the logits, ``sum_j a_j (y_j - y_t) + b``, bounded above by one back-substitution (one
         row, where the margins take one per class). ``U = w U_CROWN + (1 - w) U_IBP`` with ``U_IBP =
-        sum_j exp(u_j)``, ``w`` the analysis' ``crown_weight``; the exponentials are shifted by the largest
+        sum_j exp(u_j)``, ``w`` the `weight` (CROWN-IBP's beta); the exponentials are shifted by the largest
         ``u_j`` (and by at least 0, for ``z_t = 0``), which the loss adds back.
         """
         classes, dtype = self.shape[1], self.analysis.center.dtype
@@ -383,7 +364,7 @@ class Symbolic(Element):
         shift = up.amax(1, keepdim=True).clamp(min=0).detach()
         target_term = torch.exp(-shift).squeeze(1)  # exp(z_t - shift), z_t = 0
         ibp = torch.exp(up - shift).sum(1) + target_term
-        w = self.analysis.crown_weight
+        w = weight
         if w == 0:
             return shift.squeeze(1) + torch.log(ibp)
         e_low, e_up = torch.exp(low - shift), torch.exp(up - shift)

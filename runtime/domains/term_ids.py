@@ -36,7 +36,7 @@ def dropping_dead_terms() -> Iterator[None]:
     every transformer, so no bound changes; every later layer just carries fewer terms (the hybrid ReLU
     zeroes the terms of crossing and dead neurons, and in certification most die after a few layers).
     The number of slots does change, and knowing it waits for the device: so this is for certification
-    (`verification.HBoxDomain`), of networks with no layer that depends on that number (a DecorrelateMin that
+    (`verification.HBoxBound`), of networks with no layer that depends on that number (a DecorrelateMin that
     removes a count of terms rather than keeping one).
     """
     before = getattr(_dropping, "on", False)

@@ -29,17 +29,32 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
-from .box import Box
-from .element import Element, at_target
-from .fused import abs_sum_terms, split_terms, term_chunks
-from .local_terms import LocalTerms
-from .rounding import Rounding, enclosing_radius, gamma, rounded, rounds_outward, underflow, unit
-from .rounding import down as round_down
-from .rounding import up as round_up
-from .term_ids import DEAD, compact_union, drops_dead_terms, empty_ids, fresh_ids, union_layout
+from daic.runtime.domains.box import Box
+from daic.runtime.domains.element import Element, at_target
+from daic.runtime.domains.fused import abs_sum_terms, split_terms, term_chunks
+from daic.runtime.domains.local_terms import LocalTerms
+from daic.runtime.domains.rounding import (
+    Rounding,
+    enclosing_radius,
+    gamma,
+    rounded,
+    rounds_outward,
+    underflow,
+    unit,
+)
+from daic.runtime.domains.rounding import down as round_down
+from daic.runtime.domains.rounding import up as round_up
+from daic.runtime.domains.term_ids import (
+    DEAD,
+    compact_union,
+    drops_dead_terms,
+    empty_ids,
+    fresh_ids,
+    union_layout,
+)
 
 if TYPE_CHECKING:
-    from ..context import AbstractContext
+    from daic.runtime.context import AbstractContext
 
 
 class HybridZonotope(Element):

@@ -1,15 +1,15 @@
 """Layers: each class holds its concrete forward and its abstract transformers (``abstract(value, ctx)``)."""
 
-from .activation import ReLU, relu_box, relu_deepz, relu_hybrid
-from .affine import Conv2D, Flatten, Linear, Normalize
-from .base import AbstractLayer, AbstractMixin
-from .containers import Concat, Residual, Sequential
-from .correlation import CorrelateAll, CorrelateFixed, CorrelateMax, CorrelateMaxPool
-from .decorrelation import Concretize, DecorrelateAll, DecorrelateMin
-from .deep_loss import DeepLoss, deep_loss
-from .normalization import BatchNorm
-from .pooling import AvgPool2D, MaxPool2D
-from .taps import TAPS, Latent
+from daic.runtime.layers.activation import ReLU, relu_box, relu_deepz, relu_hybrid
+from daic.runtime.layers.affine import Conv2D, Flatten, Linear, Normalize
+from daic.runtime.layers.base import AbstractLayer, AbstractMixin
+from daic.runtime.layers.containers import Concat, Residual, Sequential
+from daic.runtime.layers.correlation import CorrelateAll, CorrelateFixed, CorrelateMax, CorrelateMaxPool
+from daic.runtime.layers.decorrelation import Concretize, DecorrelateAll, DecorrelateMin
+from daic.runtime.layers.deep_loss import DeepLoss, deep_loss
+from daic.runtime.layers.normalization import BatchNorm
+from daic.runtime.layers.pooling import AvgPool2D, MaxPool2D
+from daic.runtime.layers.taps import TAPS, Latent
 
 __all__ = [
     "TAPS",

@@ -9,16 +9,16 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
-from .. import native
-from ..context import AbstractContext
-from ..domains import Box, HybridZonotope
-from ..domains.coeffs import Dense
-from ..domains.rounding import Rounding, rounds_outward, unit
-from .base import AbstractMixin
+from daic.runtime import native
+from daic.runtime.context import AbstractContext
+from daic.runtime.domains import Box, HybridZonotope
+from daic.runtime.domains.coeffs import Dense
+from daic.runtime.domains.rounding import Rounding, rounds_outward, unit
+from daic.runtime.layers.base import AbstractMixin
 
 if TYPE_CHECKING:
-    from ..domains.coeffs import Coeffs
-    from ..domains.symbolic import Backward, Symbolic
+    from daic.runtime.domains.coeffs import Coeffs
+    from daic.runtime.domains.symbolic import Backward, Symbolic
 
 
 class _BoxReLU(torch.autograd.Function):
@@ -166,6 +166,7 @@ class ReLU(AbstractMixin, nn.Module):
     in the linear relaxation it is CROWN's (`crown_relaxation`), with alpha-CROWN's slopes when given."""
 
     relaxes_input = True
+    splittable = True
 
     def forward(self, x: Tensor) -> Tensor:
         return F.relu(x)

@@ -15,17 +15,17 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
-from .. import native
-from ..context import AbstractContext
-from ..domains import Box, HybridZonotope
-from ..domains.local_terms import LocalTerms
-from ..domains.rounding import Rounding
-from ..domains.zonotope import MAP_CHUNK_BYTES, map_terms
-from .base import AbstractMixin
+from daic.runtime import native
+from daic.runtime.context import AbstractContext
+from daic.runtime.domains import Box, HybridZonotope
+from daic.runtime.domains.local_terms import LocalTerms
+from daic.runtime.domains.rounding import Rounding
+from daic.runtime.domains.zonotope import MAP_CHUNK_BYTES, map_terms
+from daic.runtime.layers.base import AbstractMixin
 
 if TYPE_CHECKING:
-    from ..domains.coeffs import Coeffs
-    from ..domains.symbolic import Backward, Symbolic
+    from daic.runtime.domains.coeffs import Coeffs
+    from daic.runtime.domains.symbolic import Backward, Symbolic
 
 AffineFn = Callable[[Tensor, bool], Tensor]
 """``fn(x, with_bias)``: the layer's affine map on a batch, with or without its constant part."""

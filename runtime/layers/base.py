@@ -6,13 +6,13 @@ from typing import TYPE_CHECKING, Any
 
 from torch import Tensor, nn
 
-from ..context import AbstractContext
-from ..domains import Box, HybridZonotope, Value
-from ..domains.rounding import EXACT, Rounding
+from daic.runtime.context import AbstractContext
+from daic.runtime.domains import Box, HybridZonotope, Value
+from daic.runtime.domains.rounding import Rounding
 
 if TYPE_CHECKING:
-    from ..domains.coeffs import Coeffs
-    from ..domains.symbolic import Backward, Symbolic
+    from daic.runtime.domains.coeffs import Coeffs
+    from daic.runtime.domains.symbolic import Backward, Symbolic
 
 
 class AbstractMixin:
@@ -30,6 +30,10 @@ class AbstractMixin:
     """Whether the layer's linear relaxation depends on its input's bounds (ReLU, MaxPool2D): full CROWN
     bounds that input first."""
 
+    splittable = False
+    """Whether branch and bound may split the layer's input at zero, each side making its relaxation exact
+    (ReLU; such a layer also gives `initial_slopes` and its split constraints' multipliers a meaning)."""
+
     def abstract(self, x: Value, ctx: AbstractContext) -> Value:
         if isinstance(x, Tensor):
             return self(x)  # type: ignore[operator]
@@ -42,9 +46,10 @@ class AbstractMixin:
         raise NotImplementedError(f"{type(self).__name__} has no hybrid zonotope transformer")
 
     def rounding(self, x: Any) -> Rounding | None:
-        """The layer's arithmetic on its input `x`, for bounding its rounding errors (`domains.rounding`):
-        by default elementwise, one rounding per output; None where the layer only moves values."""
-        return EXACT
+        """The layer's arithmetic on its input `x`, for bounding its rounding errors (`domains.rounding`);
+        None where the layer only moves values. Every layer declares its own: no default can be right for
+        both an elementwise layer and one that sums products."""
+        raise NotImplementedError(f"{type(self).__name__} does not declare its rounding")
 
     back_symbolic: Any = None
     """``back_symbolic(coeffs, node, how) -> (coeffs on the input, constant (B, S) or None)``: the rows
@@ -61,7 +66,7 @@ class AbstractLayer(AbstractMixin, nn.Module):
     the identity (it changes how a domain represents a set, never the network's function).
     """
 
-    def __init__(self, only_train: bool = True) -> None:
+    def __init__(self, only_train: bool = False) -> None:
         super().__init__()
         self.only_train = bool(only_train)
 

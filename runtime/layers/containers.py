@@ -7,14 +7,23 @@ from collections.abc import Iterable
 import torch
 from torch import Tensor, nn
 
-from ..context import AbstractContext
-from ..domains import Value, add_values, cat_values
-from .base import AbstractMixin
+from daic.runtime.context import AbstractContext
+from daic.runtime.domains import Value, add_values, cat_values
+from daic.runtime.layers.base import AbstractMixin
 
 Branch = nn.Module | Iterable[nn.Module] | None
 
 
-class Sequential(AbstractMixin, nn.Sequential):
+class _Container(AbstractMixin):
+    """A layer made of layers: its abstract value is built by them and by the domain's sums and
+    concatenations (`add_values`, `cat_values`), each of which accounts for its own rounding."""
+
+    def rounding(self, x: object) -> None:
+        """No arithmetic of its own: never one step of a domain, so never asked."""
+        return None
+
+
+class Sequential(_Container, nn.Sequential):
     """Layers in order; ``abstract`` threads the value (and the context) through each of them."""
 
     def abstract(self, x: Value, ctx: AbstractContext) -> Value:
@@ -34,7 +43,7 @@ def as_branch(branch: Branch) -> Sequential:
     return Sequential(*branch)
 
 
-class Residual(AbstractMixin, nn.Module):
+class Residual(_Container, nn.Module):
     """``branch1(x) + branch2(x)``; an empty branch is the identity.
 
     Abstractly the two branches' values are summed with their correlated terms matched by identity
@@ -54,7 +63,7 @@ class Residual(AbstractMixin, nn.Module):
         return add_values(self.branch1.abstract(x, ctx), self.branch2.abstract(x, ctx))
 
 
-class Concat(AbstractMixin, nn.Module):
+class Concat(_Container, nn.Module):
     """``cat([branch1(x), branch2(x)], dim)``; ``dim=1`` is the channel dimension in NCHW."""
 
     def __init__(self, branch1: Branch = None, branch2: Branch = None, dim: int = 1) -> None:

@@ -13,9 +13,9 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
-from ..context import AbstractContext
-from ..domains import HybridZonotope
-from .base import AbstractLayer
+from daic.runtime.context import AbstractContext
+from daic.runtime.domains import HybridZonotope
+from daic.runtime.layers.base import AbstractLayer
 
 
 class CorrelateAll(AbstractLayer):
@@ -30,7 +30,7 @@ class CorrelateAll(AbstractLayer):
 class CorrelateFixed(AbstractLayer):
     """``P = {floor(i * p / k) | 0 <= i < k}``: ``k`` neurons spread evenly over the flattened layer."""
 
-    def __init__(self, k: int, only_train: bool = True) -> None:
+    def __init__(self, k: int, only_train: bool = False) -> None:
         super().__init__(only_train)
         if k < 0:
             raise ValueError(f"CorrelateFixed: k must be >= 0, got {k}")
@@ -54,7 +54,7 @@ class CorrelateFixed(AbstractLayer):
 class CorrelateMax(AbstractLayer):
     """``P`` = the ``k`` neurons with the largest interval upper bound, chosen per sample."""
 
-    def __init__(self, k: int, only_train: bool = True) -> None:
+    def __init__(self, k: int, only_train: bool = False) -> None:
         super().__init__(only_train)
         if k < 0:
             raise ValueError(f"CorrelateMax: k must be >= 0, got {k}")
@@ -86,7 +86,7 @@ class CorrelateMaxPool(AbstractLayer):
         kernel_size: int | Sequence[int],
         stride: int | Sequence[int] | None = None,
         first_layer: bool = False,
-        only_train: bool = True,
+        only_train: bool = False,
     ) -> None:
         super().__init__(only_train)
         kernel = (kernel_size, kernel_size) if isinstance(kernel_size, int) else tuple(kernel_size)

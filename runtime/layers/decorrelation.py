@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from ..context import AbstractContext
-from ..domains import HybridZonotope
-from ..domains.rounding import Rounding
-from .base import AbstractLayer
+from daic.runtime.context import AbstractContext
+from daic.runtime.domains import HybridZonotope
+from daic.runtime.domains.rounding import Rounding
+from daic.runtime.layers.base import AbstractLayer
 
 
 def _folding(x) -> Rounding:
@@ -37,7 +37,7 @@ class DecorrelateMin(AbstractLayer):
     implementation); term ids travel with the kept slots, so later residual sums stay aligned.
     """
 
-    def __init__(self, k: int, num_to_keep: bool = True, only_train: bool = True) -> None:
+    def __init__(self, k: int, num_to_keep: bool = True, only_train: bool = False) -> None:
         super().__init__(only_train)
         if k < 0:
             raise ValueError(f"DecorrelateMin: k must be >= 0, got {k}")

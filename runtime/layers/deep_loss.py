@@ -8,10 +8,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..context import AbstractContext
-from ..domains import Value
-from ..schedules import ScheduleLike, as_schedule
-from .base import AbstractLayer
+from daic.runtime.context import AbstractContext
+from daic.runtime.domains import Value
+from daic.runtime.layers.base import AbstractLayer
+from daic.runtime.training.schedules import ScheduleLike, as_schedule
 
 Activation = Callable[[Tensor], Tensor]
 
@@ -59,7 +59,7 @@ class DeepLoss(AbstractLayer):
     """
 
     def __init__(
-        self, weight: ScheduleLike = 0.01, act: Activation | str = "relu", only_train: bool = True
+        self, weight: ScheduleLike = 0.01, act: Activation | str = "relu", only_train: bool = False
     ) -> None:
         super().__init__(only_train)
         self.weight = as_schedule(weight)

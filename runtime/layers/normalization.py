@@ -26,11 +26,11 @@ from contextlib import contextmanager
 import torch
 from torch import Tensor, nn
 
-from ..context import AbstractContext
-from ..domains import Box, HybridZonotope
-from ..domains.rounding import Rounding
-from .affine import AffineFn, affine_box, affine_hz
-from .base import AbstractMixin
+from daic.runtime.context import AbstractContext
+from daic.runtime.domains import Box, HybridZonotope
+from daic.runtime.domains.rounding import Rounding
+from daic.runtime.layers.affine import AffineFn, affine_box, affine_hz
+from daic.runtime.layers.base import AbstractMixin
 
 
 class BatchNorm(AbstractMixin, nn.Module):
@@ -202,8 +202,8 @@ def fold_batch_norms(model: nn.Module) -> nn.Module:
     """A copy of the (test-time) network with every BatchNorm that directly follows a Conv2D or Linear in
     a sequence folded into that layer's weights and bias: the network verifiers and ONNX tools expect,
     computing the same function (up to rounding). A BatchNorm with no such layer before it stays."""
-    from .affine import Conv2D, Linear
-    from .containers import Sequential
+    from daic.runtime.layers.affine import Conv2D, Linear
+    from daic.runtime.layers.containers import Sequential
 
     folded = copy.deepcopy(model).eval()
     for sequence in [m for m in folded.modules() if isinstance(m, Sequential)]:

@@ -9,20 +9,20 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..context import AbstractContext
-from ..domains import Box, HybridZonotope
-from ..domains.coeffs import Dense
-from ..domains.rounding import Rounding
-from .affine import _pair, affine_box, affine_hz
-from .base import AbstractMixin
+from daic.runtime.context import AbstractContext
+from daic.runtime.domains import Box, HybridZonotope
+from daic.runtime.domains.coeffs import Dense
+from daic.runtime.domains.rounding import Rounding
+from daic.runtime.layers.affine import _pair, affine_box, affine_hz
+from daic.runtime.layers.base import AbstractMixin
 
 if TYPE_CHECKING:
-    from ..domains.coeffs import Coeffs
-    from ..domains.symbolic import Backward, Symbolic
+    from daic.runtime.domains.coeffs import Coeffs
+    from daic.runtime.domains.symbolic import Backward, Symbolic
 
 
 class AvgPool2D(AbstractMixin, nn.AvgPool2d):
-    """Average pooling; by default stride = kernel and padding 1, as in the reference implementation.
+    """Average pooling; by default stride = kernel and no padding (the paper's DenseNet-100 pads by 1).
 
     Padded positions count as zeros in the average (``count_include_pad``), so the layer is one fixed
     linear map with non-negative weights: exact on boxes and zonotopes, beta goes through the same map.
@@ -32,7 +32,7 @@ class AvgPool2D(AbstractMixin, nn.AvgPool2d):
         self,
         kernel_size: int | Sequence[int],
         stride: int | Sequence[int] | None = None,
-        padding: int | Sequence[int] = 1,
+        padding: int | Sequence[int] = 0,
     ) -> None:
         kernel = _pair(kernel_size)
         super().__init__(kernel, stride=kernel if stride is None else _pair(stride), padding=_pair(padding))

@@ -30,11 +30,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..context import AbstractContext
-from ..domains import Box, Element, HybridZonotope, Symbolic, Value
-from ..domains.element import margin_others
-from .base import AbstractLayer
-from .normalization import BatchNorm
+from daic.runtime.context import AbstractContext
+from daic.runtime.domains import Box, Element, HybridZonotope, Symbolic, Value
+from daic.runtime.domains.element import margin_others
+from daic.runtime.layers.base import AbstractLayer
+from daic.runtime.layers.normalization import BatchNorm
 
 Step = Callable[[Tensor], Tensor]
 

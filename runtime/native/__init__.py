@@ -9,7 +9,7 @@ ReLU relaxations (seven passes over the rows) and bounding them over a box (four
 These functions run one pass on CPU tensors whose layout they can walk, and return None (or False) for
 anything else (another device or dtype, mixed layouts, a gradient to keep, no compiler), where the caller
 keeps its ATen path. The Box kernels give bitwise-equal results on finite values, the back-substitution
-ones the same up to the order of a sum (tests/runtime/test_native.py).
+ones the same up to the order of a sum (tests/runtime/domains/test_native.py).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import ctypes
 import torch
 from torch import Tensor
 
-from .build import Loaded, load
+from daic.runtime.native.build import Loaded, load
 
 _SUFFIX = {torch.float32: "f32", torch.float64: "f64"}
 _POINTER, _COUNT, _THREADS = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int

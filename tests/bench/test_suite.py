@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from daic.runtime.goals import schedule_values
+from daic.runtime.training.goals import schedule_values
 
 BENCH = Path(__file__).parents[2] / "bench"
 sys.path.insert(0, str(BENCH))
@@ -63,10 +63,10 @@ def test_methods_table_times_every_method_from_its_goal():
 
 
 def test_a_frozen_goal_searches_once_and_reuses_its_point_everywhere_it_nests():
-    from daic.compiler.expressions import check_expression
+    from daic.compiler.checking.expressions import check_expression
     from daic.compiler.lower import lower_value
     from daic.compiler.types import GOAL
-    from daic.runtime.goals import GoalEnv
+    from daic.runtime.training.goals import GoalEnv
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(4, 3))

@@ -7,12 +7,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from daic.compiler.checking.network import analyze_net
 from daic.compiler.lower import lower_network
-from daic.compiler.network import analyze_net
 from daic.dsl.parser import parse_net
 from daic.runtime import AbstractContext, Box, HybridZonotope, ibp_init_
-
-from .narrow import narrowed
+from tests.compiler.narrow import narrowed
 
 NETS = sorted((Path(str(resources.files("daic.stdlib"))) / "nets").glob("*.net"))
 

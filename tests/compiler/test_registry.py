@@ -1,12 +1,13 @@
 """The registry: every constructor declared once, documented, and reaching a runtime target."""
 
-from pathlib import Path
+import dataclasses
+import inspect
 
 from daic.compiler.constructors import REGISTRY
-from daic.compiler.registry import Category
+from daic.compiler.lower import load_target
+from daic.compiler.registry import LAYER_CATEGORIES, Category
 from daic.dsl.parser import parse_net
-
-LISTINGS = Path(__file__).parents[1] / "data" / "listings"
+from tests.paths import LISTINGS
 
 
 def test_every_listing_layer_kind_is_declared():
@@ -31,7 +32,9 @@ def test_declarations_are_documented_and_unique():
         if decl.category in (Category.SPACE, Category.STUDY):
             assert decl.target is None, decl.name  # values and fields the compiler's tuner reads itself
         elif decl.category in (Category.SAMPLER, Category.PRUNER):
-            assert decl.target and decl.target.startswith("daic.compiler.tune.optuna_parts:"), decl.name
+            assert decl.target and decl.target.startswith("daic.compiler.commands.tune.optuna_parts:"), (
+                decl.name
+            )
         elif decl.category is not Category.BLOCK:
             assert decl.target and ":" in decl.target and decl.target.startswith("daic.runtime."), decl.name
 
@@ -56,3 +59,70 @@ def test_table2_goals_and_test_time_constructors():
 
 def test_signature_text():
     assert REGISTRY.lookup("Mix")[0].signature() == "Mix(g1: Goal, g2: Goal, weight: Schedule) -> Goal"
+
+
+def _runtime_default(target: type, key: str) -> object:
+    """The runtime's default for keyword `key` of `target` (a dataclass field's factory called), or
+    `inspect.Parameter.empty` where it has none; KeyError where it takes no such keyword."""
+    if dataclasses.is_dataclass(target):
+        field = {f.name: f for f in dataclasses.fields(target)}[key]
+        if field.default_factory is not dataclasses.MISSING:
+            return field.default_factory()
+        return inspect.Parameter.empty if field.default is dataclasses.MISSING else field.default
+    return inspect.signature(target).parameters[key].default
+
+
+def _same_default(declared: object, runtime: object) -> bool:
+    """A declared default against the runtime's: equal values, or a constructor named in the language
+    (`PGD`, `Adam`) against None (the runtime builds that default itself) or an instance of its class."""
+    if isinstance(declared, tuple):
+        return (
+            isinstance(runtime, list | tuple)
+            and len(declared) == len(runtime)
+            and all(_same_default(d, r) for d, r in zip(declared, runtime, strict=True))
+        )
+    named = REGISTRY.lookup(declared) if isinstance(declared, str) else []
+    if named and named[0].target:
+        made = load_target(named[0].target)
+        if not inspect.isclass(made):  # a function value (`relu`), which the runtime also takes by name
+            return runtime in (declared, made)
+        return runtime is None or isinstance(runtime, made)
+    return declared == runtime
+
+
+def test_every_declaration_matches_its_runtime_signature():
+    """A parameter's name and default are said once, in its declaration: the runtime object it lowers to
+    takes the same keyword with the same default, so the language and the Python library agree."""
+    problems = []
+    for decl in REGISTRY.declarations:
+        if not (decl.target and decl.target.startswith("daic.runtime.")):
+            continue
+        target = load_target(decl.target)
+        if not inspect.isclass(target):
+            continue  # a function value (`relu`): nothing to call with arguments
+        for param in (p for p in decl.params if p.lowered):
+            key = param.lower_as or param.name
+            try:
+                runtime = _runtime_default(target, key)
+            except KeyError:
+                problems.append(f"{decl.name}: the runtime takes no `{key}`")
+                continue
+            if param.required or (runtime is inspect.Parameter.empty and len(decl.forms) > 1):
+                continue  # required; or filled in by the written form (Sample's r), so always passed
+            if runtime is inspect.Parameter.empty or not _same_default(param.default, runtime):
+                problems.append(f"{decl.name}.{param.name}: declared {param.default!r}, runtime {runtime!r}")
+    assert problems == []
+
+
+def test_every_layer_declares_its_rounding_and_splitting():
+    """No layer inherits an arithmetic it may not have: each runtime layer says its own rounding, and
+    only a ReLU is split by branch and bound."""
+    from daic.runtime.layers import Concat, Residual, Sequential
+    from daic.runtime.layers.base import AbstractMixin
+
+    declared = {load_target(d.target) for d in REGISTRY.of_category(*LAYER_CATEGORIES) if d.target}
+    layers = declared | {Sequential, Residual, Concat}  # what networks and their blocks lower to
+    assert len(declared) == 16
+    undeclared = sorted(c.__name__ for c in layers if c.rounding is AbstractMixin.rounding)
+    assert undeclared == []
+    assert sorted(c.__name__ for c in layers if c.splittable) == ["ReLU"]

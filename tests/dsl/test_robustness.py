@@ -6,8 +6,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from daic.compiler.check import check_source
-from daic.compiler.sources import decode
+from daic.compiler.checking.check import check_source
+from daic.compiler.checking.sources import decode
 from daic.dsl.format import format_tree
 from daic.dsl.parser import parse_dai, parse_net
 

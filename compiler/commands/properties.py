@@ -1,0 +1,404 @@
+"""`daic verify --vnnlib`: VNN-LIB properties certified as VNN-COMP asks, one answer per property.
+
+The target is a property, a folder of them, or a benchmark's `instances.csv` (network, property, timeout per
+line, relative to the file). The network is a `.net` file with a checkpoint, or an ONNX file (imported on
+the fly, as `daic import` would). Each case of a property (`vnnlib_in.Region`: an input box with clauses on
+the outputs) goes through the cascade (`runtime.specification`); the answer is `unsat` when every case is
+verified, `sat` with a witness when a point is found that satisfies the property as written (checked in
+exact arithmetic), `timeout` when a complete step ran out of time, and `unknown` otherwise. Each answer is a
+line of the record (JSON lines, resumable as `daic verify`'s).
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+import math
+import re
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from daic.compiler.commands.errors import CommandError
+from daic.compiler.exchange.vnnlib_in import Property, PropertyError, Region, read_property
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+    from daic.runtime.training.distributed import Group
+
+ANSWERS = {"verified": "unsat", "falsified": "sat", "unknown": "unknown", "error": "unknown"}
+FEW_INPUTS = 32
+"""Networks of at most this many inputs are searched by splitting their input box (InputSplit), others by
+splitting ReLUs (BranchAndBound), unless --domain says otherwise."""
+
+
+def default_domains(inputs: int) -> tuple[str, ...]:
+    """The cascade after the attack when --domain is not given, for a network of `inputs` inputs."""
+    return ("Box", "CROWN", "InputSplit" if inputs <= FEW_INPUTS else "BranchAndBound")
+
+
+@dataclass
+class Instance:
+    """One property to certify, on the network at `network`, within `timeout` seconds."""
+
+    network: str
+    property: Path
+    timeout: float
+
+
+def instances(target: str, net: str | None, timeout: float) -> list[Instance]:
+    """The properties `--vnnlib` names: a file, a folder's `*.vnnlib` (in natural order), or the lines of
+    an `instances.csv`, whose networks are relative to it (NET must not be given then)."""
+    path = Path(target)
+    if path.suffix == ".csv":
+        if net is not None:
+            raise CommandError(f"{target} names the network of each property: omit NET", exit_code=2)
+        return _from_csv(path)
+    if net is None:
+        raise CommandError("pass the network to certify (NET.net with --weights, or NET.onnx)", exit_code=2)
+    if path.is_dir():
+        found = sorted(path.glob("*.vnnlib"), key=_natural)
+        if not found:
+            raise CommandError(f"--vnnlib {target}: the folder holds no .vnnlib file", exit_code=2)
+        return [Instance(net, p, timeout) for p in found]
+    if not path.exists():
+        raise CommandError(f"--vnnlib {target} does not exist", exit_code=2)
+    return [Instance(net, path, timeout)]
+
+
+def _natural(path: Path) -> list[Any]:
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", path.name)]
+
+
+def _from_csv(path: Path) -> list[Instance]:
+    try:
+        rows = [row for row in csv.reader(path.read_text(encoding="utf-8").splitlines()) if row]
+    except OSError as exc:
+        raise CommandError(f"cannot read {path}: {exc.strerror or exc}", exit_code=2) from None
+    found = []
+    for number, row in enumerate(rows, 1):
+        try:
+            seconds = float(row[2]) if len(row) > 2 else math.nan
+        except ValueError:
+            seconds = math.nan
+        if len(row) != 3 or not (math.isfinite(seconds) and seconds > 0):
+            expected = "expected `network.onnx,property.vnnlib,timeout` (seconds > 0)"
+            raise CommandError(f"{path}:{number}: {expected}", exit_code=2)
+        found.append(Instance(str(path.parent / row[0].strip()), path.parent / row[1].strip(), seconds))
+    if not found:
+        raise CommandError(f"{path} lists no instance", exit_code=2)
+    return found
+
+
+@dataclass
+class Certifier:
+    """A network ready to certify properties on: the float64 module, its input's shape, its outputs."""
+
+    model: Any
+    input_shape: tuple[int, ...]
+    outputs: int
+    relu: str
+    identity: dict[str, Any]
+
+
+@dataclass
+class Networks:
+    """The networks of the instances, each loaded once (`weights`: the checkpoint of a `.net` network)."""
+
+    weights: str | None
+    device: Any
+    loaded: dict[str, Certifier] = field(default_factory=dict)
+
+    def get(self, net: str) -> Certifier:
+        if net not in self.loaded:
+            self.loaded[net] = self._load(net)
+        return self.loaded[net]
+
+    def _load(self, net: str) -> Certifier:
+        import torch
+
+        from daic.compiler.commands.verify import _sha256
+
+        if net.endswith(".onnx"):
+            if self.weights is not None:
+                raise CommandError(f"{net} holds its weights: omit --weights", exit_code=2)
+            model, shape = _onnx(net)
+            relu = "hybrid"
+            identity = {"net": str(Path(net).resolve()), "weights_sha256": _sha256(net)}
+        elif self.weights is None:
+            raise CommandError(f"{net}: pass its weights with --weights (a checkpoint)", exit_code=2)
+        else:
+            from daic.compiler.commands.weights import load_without_data
+
+            model, state, network = load_without_data(net, self.weights)
+            shape, relu = network.input_shape, state.get("relu", "hybrid")
+            identity = {"net": str(Path(net).resolve()), "weights_sha256": _sha256(self.weights)}
+        model = copy.deepcopy(model).to(self.device).double().eval()
+        with torch.no_grad():
+            outputs = (
+                model(torch.zeros(1, *shape, dtype=torch.float64, device=self.device)).flatten(1).shape[1]
+            )
+        return Certifier(model, tuple(shape), int(outputs), relu, identity)
+
+
+def _onnx(path: str):
+    from daic.compiler.exchange.imported import import_onnx
+    from daic.compiler.exchange.onnx_in import ImportFailure
+
+    try:
+        imported = import_onnx(path)
+    except ImportFailure as exc:
+        raise CommandError(str(exc), exit_code=2) from None
+    return imported.model, imported.network.input_shape
+
+
+def decide(
+    instance: Instance, prop: Property, certifier: Certifier, steps: list, index: int
+) -> dict[str, Any]:
+    """The answer for one property: its row of the record."""
+    _check_sizes(instance, prop, certifier)
+    started = time.perf_counter()
+    statuses, best, by = [], math.inf, None
+    for region in prop.regions:
+        remaining = instance.timeout - (time.perf_counter() - started)
+        outcome = _certify(region, certifier, _within(steps, remaining), index)
+        if outcome.status == "falsified":
+            witness = _witness(outcome.witness, region, prop, certifier)
+            if witness is not None:
+                row = _row(index, instance, "falsified", outcome.by, outcome.margin, started)
+                return row | {"witness": witness}
+            outcome.status, outcome.message = "unknown", "a point found does not satisfy the property exactly"
+        statuses.append(outcome.status)
+        if outcome.margin is not None:
+            best = min(best, outcome.margin)
+        by = outcome.by if outcome.status == "verified" and by is None else by
+    status = "verified" if all(s == "verified" for s in statuses) else "unknown"
+    status = "error" if "error" in statuses and status == "unknown" else status
+    row = _row(index, instance, status, by if status == "verified" else None, _finite(best), started)
+    if status == "unknown" and any(step.complete for step in steps):
+        row["result"] = "timeout"
+    return row
+
+
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def _row(index: int, instance: Instance, status: str, by, margin, started: float) -> dict[str, Any]:
+    return {
+        "index": index,
+        "property": str(instance.property),
+        "network": instance.network,
+        "status": status,
+        "result": ANSWERS[status],
+        "domain": by,
+        "margin": margin,
+        "seconds": round(time.perf_counter() - started, 6),
+    }
+
+
+def _check_sizes(instance: Instance, prop: Property, certifier: Certifier) -> None:
+    inputs = math.prod(certifier.input_shape)
+    if prop.inputs != inputs or prop.outputs != certifier.outputs:
+        raise CommandError(
+            f"{instance.property} declares {prop.inputs} inputs and {prop.outputs} outputs; "
+            f"{instance.network} has {inputs} and {certifier.outputs}",
+            exit_code=2,
+        )
+
+
+def _within(steps: list, seconds: float) -> list:
+    """The cascade with its complete steps' time limits cut to the property's time left."""
+    cut = []
+    for step in steps:
+        if step.complete and step.timeout > seconds:
+            step = copy.copy(step)
+            step.timeout = max(seconds, 1e-3)
+        cut.append(step)
+    return cut
+
+
+def _certify(region: Region, certifier: Certifier, steps: list, index: int):
+    import torch
+
+    from daic.runtime.certification.specification import certify_region
+
+    def box(ends: list[Fraction], direction: int) -> Tensor:
+        values = [_rounded(v, direction) for v in ends]
+        # CPU: the property's box, made on the host; `certify_region` moves it to the network's device
+        return torch.tensor(values, dtype=torch.float64).reshape(certifier.input_shape)
+
+    outer = (box(region.lower, -1), box(region.upper, 1))
+    inner = (box(region.lower, 1), box(region.upper, -1))
+    clauses = [_clause(clause, certifier.outputs) for clause in region.clauses]
+    return certify_region(certifier.model, clauses, steps, outer, inner, index, certifier.relu)
+
+
+def _rounded(value: Fraction, direction: int) -> float:
+    """The float nearest `value` on the side `direction` (-1: at most it, 1: at least it)."""
+    nearest = float(value)
+    if direction < 0 and Fraction(nearest) > value:
+        return math.nextafter(nearest, -math.inf)
+    if direction > 0 and Fraction(nearest) < value:
+        return math.nextafter(nearest, math.inf)
+    return nearest
+
+
+def _clause(clause, outputs: int):
+    """A clause's rows and constants as tensors: ``rows @ y + constants <= 0``; each constant rounded down,
+    so that a bound proving ``rows @ y + constant > 0`` proves it for the constant as written."""
+    import torch
+
+    # CPU: the clause's coefficients, read on the host; its layers move with the network they follow
+    rows = torch.zeros(len(clause.atoms), outputs, dtype=torch.float64)
+    constants = torch.zeros(len(clause.atoms), dtype=torch.float64)
+    for r, atom in enumerate(clause.atoms):
+        for name, coefficient in atom.coefficients:
+            if Fraction(float(coefficient)) != coefficient:
+                raise CommandError(
+                    f"line {atom.line}: the coefficient {coefficient} of {name} is no binary float: daic "
+                    "certifies output constraints with coefficients such as 1, -1 or 0.5",
+                    exit_code=2,
+                )
+            rows[r, int(name[2:])] = float(coefficient)
+        constants[r] = _rounded(atom.constant, -1)
+    return rows, constants
+
+
+def _witness(point, region: Region, prop: Property, certifier: Certifier) -> dict[str, list[float]] | None:
+    """The counterexample as VNN-COMP reports it (inputs, and the network's outputs there), if the point lies
+    in the property's box and satisfies it in exact arithmetic (outputs as the float64 network gives them)."""
+    import torch
+
+    x = point.reshape(-1).tolist()
+    if any(not (lo <= Fraction(v) <= hi) for v, lo, hi in zip(x, region.lower, region.upper, strict=True)):
+        return None
+    with torch.no_grad():
+        y = certifier.model(point.unsqueeze(0)).flatten().tolist()
+    if not prop.satisfied_by([Fraction(v) for v in x], [Fraction(v) for v in y]):
+        return None
+    return {"X": x, "Y": y}
+
+
+def vnncomp_text(row: dict[str, Any]) -> str:
+    """The answer as VNN-COMP's result file holds it: the result, and for `sat` the witness."""
+    if row["result"] != "sat":
+        return row["result"] + "\n"
+    values = [f"(X_{i} {v!r})" for i, v in enumerate(row["witness"]["X"])]
+    values += [f"(Y_{j} {v!r})" for j, v in enumerate(row["witness"]["Y"])]
+    return "sat\n(" + "\n ".join(values) + ")\n"
+
+
+@dataclass
+class PropertySettings:
+    net: str | None
+    weights: str | None
+    target: str
+    domains: tuple[str, ...] | None  # None: `default_domains` for the network
+    attack: bool
+    timeout: float
+    out: Path
+    resume: bool
+
+
+def default_out(target: str) -> Path:
+    """Where the record goes without `--out`: beside the property, folder or instances.csv."""
+    path = Path(target)
+    return path.with_name((path.stem if path.is_file() else path.name) + ".verify.jsonl")
+
+
+def verify_properties(settings: PropertySettings, group: Group, display) -> tuple[dict[str, Any], list]:
+    """Certifies the properties (this process's share), and returns the summary of the record and its
+    rows."""
+    from daic.compiler.commands.verify import Record, cascade_of
+
+    todo = instances(settings.target, settings.net, settings.timeout)
+    networks = Networks(settings.weights, group.device)
+    domains = settings.domains or default_domains(math.prod(networks.get(todo[0].network).input_shape))
+    steps = cascade_of(domains, settings.attack)
+    identity = {
+        "properties": str(Path(settings.target).resolve()),
+        "networks": sorted({networks.get(i.network).identity["weights_sha256"] for i in todo}),
+        "cascade": [step.label for step in steps],
+        "images": len(todo),
+    }
+    record = Record(settings.out, group)
+    done = group.broadcast(record.open(identity, settings.resume) if group.is_main else None)
+    try:
+        mine = [i for i in range(len(todo)) if i not in done and i % group.world == group.rank]
+        _decide_all(todo, mine, networks, steps, record, Counter(done.values()), display)
+    finally:
+        record.close()
+    group.close()
+    if group.is_main:
+        record.merge()
+    rows = record.read()
+    return summarize(rows, identity), rows
+
+
+def _decide_all(
+    todo: list[Instance], mine: list[int], networks: Networks, steps: list, record, counts: Counter, display
+) -> None:
+    """Each of this process's instances answered into the record, the display told as each ends."""
+    started = time.perf_counter()
+    for decided, index in enumerate(mine, 1):
+        instance = todo[index]
+        row = decide(instance, _read(instance.property), networks.get(instance.network), steps, index)
+        record.write(row)
+        counts[row["status"]] += 1
+        display(counts, len(todo), decided / max(1e-9, time.perf_counter() - started))
+
+
+def _read(path: Path) -> Property:
+    try:
+        return read_property(path)
+    except PropertyError as exc:
+        raise CommandError(str(exc), exit_code=2) from None
+
+
+def summarize(rows: list[dict[str, Any]], identity: dict[str, Any]) -> dict[str, Any]:
+    """Counts of each answer, and the seconds per property."""
+    results = Counter(row["result"] for row in rows)
+    return {
+        "properties": identity["images"],
+        "recorded": len(rows),
+        "cascade": identity["cascade"],
+        **{answer: results.get(answer, 0) for answer in ("unsat", "sat", "timeout", "unknown")},
+        "errors": sum(row["status"] == "error" for row in rows),
+        "seconds_per_property": sum(row["seconds"] for row in rows) / max(1, len(rows)),
+    }
+
+
+def print_properties(
+    summary: dict[str, Any], rows: list[dict[str, Any]], out: Path, output_format: str
+) -> None:
+    """One property: its answer as VNN-COMP writes it on stdout. Several: a table of the answers (or, with
+    `json`, the summary). The record's path on stderr."""
+    import json
+    import sys
+
+    from rich.console import Console
+    from rich.table import Table
+
+    if output_format == "json":
+        print(json.dumps({**summary, "record": str(out)}, indent=2))
+    elif len(rows) == 1 and summary["properties"] == 1:
+        sys.stdout.write(vnncomp_text(rows[0]))
+        how = f" by {rows[0]['domain']}" if rows[0]["domain"] else ""
+        print(
+            f"{rows[0]['property']}: {rows[0]['result']}{how} in {rows[0]['seconds']:.3g} s", file=sys.stderr
+        )
+    else:
+        table = Table(title=f"{summary['properties']:,} properties; cascade {' > '.join(summary['cascade'])}")
+        table.add_column("result")
+        table.add_column("count", justify="right")
+        n = max(1, summary["properties"])
+        for answer in ("unsat", "sat", "timeout", "unknown"):
+            table.add_row(answer, f"{summary[answer]:,} ({100 * summary[answer] / n:.2f}%)")
+        table.add_row("s/property", f"{summary['seconds_per_property']:.4f}")
+        Console(soft_wrap=True).print(table)
+    print(f"record: {out}", file=sys.stderr)

@@ -1,0 +1,284 @@
+"""Trained networks outside a run: `daic verify` (certify a checkpoint) and `daic export` (to ONNX); and the
+reading of checkpoints that `--resume` shares with them."""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from daic.compiler.checking.elaborate import Built, did_you_mean
+from daic.compiler.checking.expressions import ExpressionError, check_expression
+from daic.compiler.checking.sources import UsageError
+from daic.compiler.commands.errors import CommandError
+from daic.compiler.commands.run.plan import load_network
+from daic.compiler.constructors import REGISTRY
+from daic.compiler.lower import lower_network
+from daic.compiler.registry import Category
+from daic.compiler.types import DATASET
+
+if TYPE_CHECKING:
+    from torch import nn
+
+
+def read_checkpoint(path: str | Path, remedy: str) -> dict[str, Any]:
+    """The checkpoint at `path`, checked whole; a file that is missing, unreadable or damaged is a
+    CommandError (exit 2) that says which, followed by `remedy` (what the user can do about it)."""
+    from daic.runtime.checkpoint import DamagedCheckpoint, load
+
+    try:
+        state = load(path)
+    except FileNotFoundError:
+        raise CommandError(f"{path} does not exist", exit_code=2) from None
+    except OSError as exc:
+        raise CommandError(f"cannot read {path}: {exc.strerror or exc}", exit_code=2) from None
+    except DamagedCheckpoint as exc:
+        raise CommandError(f"{path} is damaged ({exc}); {remedy}", exit_code=2) from None
+    except Exception as exc:  # torch.load raises many kinds (pickle, runtime) for an archive it cannot use
+        raise CommandError(
+            f"{path} is not a checkpoint daic can read ({exc.__class__.__name__}: {_first_line(exc)}); "
+            f"{remedy}",
+            exit_code=2,
+        ) from None
+    if not isinstance(state, dict):
+        message = f"{path} is not a checkpoint of `daic run` (it holds no state); {remedy}"
+        raise CommandError(message, exit_code=2)
+    return state
+
+
+def weights_mismatch(model: nn.Module, saved: object) -> str | None:
+    """Why `saved` (a state dict) cannot be loaded into `model`: the weights it lacks, the ones it has
+    that the network does not, and those of another shape; None when it fits."""
+    if not isinstance(saved, Mapping):
+        return "it holds no network weights"
+    own = model.state_dict()
+    missing = [k for k in own if k not in saved]
+    extra = [k for k in saved if k not in own]
+    shapes = {k: list(getattr(saved[k], "shape", ())) for k in own if k in saved}
+    reshaped = [
+        f"{k} is {shape} in the checkpoint, {list(own[k].shape)} in the network"
+        for k, shape in shapes.items()
+        if shape != list(own[k].shape)
+    ]
+    problems = []
+    if missing:
+        problems.append(f"it lacks {_some(missing)}")
+    if extra:
+        problems.append(f"it has {_some(extra)}, which the network does not")
+    if reshaped:
+        problems.append(_some(reshaped))
+    return "; ".join(problems) or None
+
+
+def _some(items: list[str], shown: int = 3) -> str:
+    more = len(items) - shown
+    return ", ".join(items[:shown]) + (f" and {more} more" if more > 0 else "")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else "no details"
+
+
+def certified_epsilon(state: Mapping[str, Any], given: float | None) -> float:
+    """The radius to certify: the one given, else the checkpoint's (the run's epsilon)."""
+    epsilon = given if given is not None else state.get("epsilon")
+    if epsilon is None:
+        raise CommandError("the checkpoint does not say its epsilon: pass --eps", exit_code=2)
+    try:
+        value = float(epsilon)
+    except (TypeError, ValueError):
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        # A NaN or infinite radius certifies nothing (and an infinite one makes the attack a no-op).
+        where = f"--eps {epsilon!r}" if given is not None else f"the checkpoint's epsilon, {epsilon!r},"
+        fix = "" if given is not None else ": pass --eps"
+        raise CommandError(f"{where} is not a radius (a finite number above 0){fix}", exit_code=2)
+    return value
+
+
+def load_trained(net_path: str, weights: str, dataset: str | None):
+    """The lowered network with the checkpoint's weights, its checkpoint, and the data set (a `Built`, for
+    `lower_dataset`)."""
+    state = read_checkpoint(weights, "pass a whole checkpoint of `daic run`")
+    data = dataset_named(dataset or state.get("dataset"), given=dataset is not None)
+    try:
+        _tree, network = load_network(net_path, data)
+    except UsageError as exc:
+        raise CommandError(str(exc), exit_code=2) from None
+    return _with_weights(network, net_path, weights, state), state, data, network
+
+
+def load_without_data(net_path: str, weights: str):
+    """The lowered network with the checkpoint's weights and the checkpoint, for a network whose file
+    gives its input's shape (an `input_shape` annotation), with no data set: what a property certifies."""
+    state = read_checkpoint(weights, "pass a whole checkpoint of `daic run` or `daic import`")
+    try:
+        network = load_network(net_path, None)[1]
+    except UsageError as exc:
+        raise CommandError(str(exc), exit_code=2) from None
+    if network.input_shape is None:
+        raise CommandError(
+            f"{net_path} does not say its input's shape: add input_shape=[H, W, C] (or [F]) to its first "
+            "layer",
+            exit_code=2,
+        )
+    return _with_weights(network, net_path, weights, state), state, network
+
+
+def _with_weights(network, net_path: str, weights: str, state: dict[str, Any]):
+    import torch
+
+    model = lower_network(network)
+    saved = state.get("model", state)
+    mismatch = weights_mismatch(model, saved)
+    if mismatch is not None:
+        raise CommandError(
+            f"{weights} does not hold weights for {net_path}: {mismatch}; pass the network it was trained "
+            "with",
+            exit_code=2,
+        )
+    model.load_state_dict(saved)
+    torch.set_grad_enabled(True)
+    return model
+
+
+def dataset_named(name: object, given: bool) -> Built:
+    """The data set `name` (given with --dataset, or the checkpoint's), with its default arguments; or, for
+    a data set its arguments describe (ImageFolder), as --dataset writes it in the language."""
+    known = REGISTRY.names(Category.DATASET)
+    decl = REGISTRY.dataset(name) if isinstance(name, str) else None
+    if decl is not None:
+        if decl.dataset.for_args({}) is None:
+            # A checkpoint records only the name; the arguments are in the scheme that trained it.
+            which = f"--dataset {name}" if given else f"the checkpoint's data set, {decl.name},"
+            call = f"{decl.name}({', '.join(f'{p.name}=...' for p in decl.params if p.required)})"
+            raise CommandError(
+                f"{which} takes its images' shape and classes from its arguments: pass it as the scheme "
+                f"wrote it, --dataset '{call}'",
+                exit_code=2,
+            )
+        return Built(decl, {})
+    if given and isinstance(name, str) and "(" in name:
+        try:
+            return check_expression(name, DATASET)
+        except ExpressionError as exc:
+            raise CommandError(f"--dataset: {exc}", exit_code=2) from None
+    if not given:
+        raise CommandError(
+            f"the checkpoint does not name its data set: pass --dataset ({', '.join(known)})", exit_code=2
+        )
+    hint = did_you_mean(str(name), known)
+    raise CommandError(
+        f"--dataset {name}: no such data set"
+        + (f"; {hint}" if hint else "")
+        + f" (known: {', '.join(known)})",
+        exit_code=2,
+    )
+
+
+def export_onnx(model, input_shape: tuple[int, ...], path: Path) -> float:
+    """Write the concrete network as ONNX (abstract layers are the identity there; BatchNorm is folded into
+    the convolution or linear layer before it), check it with onnx's checker, and compare onnxruntime's output
+    with PyTorch's on random inputs; returns the largest difference (or -1 without onnxruntime). The files
+    (the model and the weights it names beside it, `NAME.data`) are made in a temporary folder beside the
+    target and moved into place once checked, so a failure leaves nothing half-written."""
+    import torch
+
+    try:
+        import onnx
+    except ImportError:
+        message = "exporting needs the onnx packages: pip install 'daic[onnx]'"
+        raise CommandError(message, exit_code=2) from None
+    from daic.runtime.layers.normalization import fold_batch_norms
+
+    model = fold_batch_norms(model)  # test-time BatchNorm is affine: folded into the layer before it
+    # CPU: the network is exported from the host, where its checkpoint was loaded
+    example = torch.rand(2, *input_shape)
+    model = _broadcast_normalizations(model, example)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        work = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    except OSError as exc:
+        raise CommandError(f"cannot write {path}: {exc.strerror or exc}", exit_code=2) from None
+    staged = work / path.name
+    try:
+        torch.onnx.export(
+            model,
+            (example,),
+            str(staged),
+            dynamo=True,
+            verbose=False,
+            input_names=["input"],
+            output_names=["logits"],
+            dynamic_shapes=({0: torch.export.Dim("batch")},),
+        )
+        onnx.checker.check_model(onnx.load(str(staged)))
+        difference = _compare_with_onnxruntime(model, staged, input_shape)
+        for made in sorted(work.iterdir(), key=lambda p: p == staged):  # the model last: it names the rest
+            os.replace(made, path.parent / made.name)
+    except OSError as exc:
+        raise CommandError(f"cannot write {path}: {exc.strerror or exc}", exit_code=2) from None
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return difference
+
+
+def _broadcast_normalizations(model, example):
+    """A copy of the network whose Normalize layers subtract and divide by constants of their input's whole
+    shape (1, C, H, W), not (1, C, 1, 1): auto_LiRPA's "patches" mode, alpha-beta-CROWN's default, fails on
+    the broadcast of a per-channel constant against a convolution's patches (`size of tensor a (25088) must
+    match the size of tensor b (28)` on MNIST ConvBig), and reads the whole-shape one. The same function."""
+    import copy
+
+    import torch
+    from torch import nn
+
+    from daic.runtime.layers.affine import Normalize
+
+    class Broadcast(nn.Module):
+        def __init__(self, layer: Normalize, shape: tuple[int, ...]) -> None:
+            super().__init__()
+            per_channel = (1, -1, *[1] * (len(shape) - 1))
+            self.register_buffer("mean", layer.mean.reshape(per_channel).expand(1, *shape).clone())
+            self.register_buffer("std", layer.std.reshape(per_channel).expand(1, *shape).clone())
+
+        def forward(self, x):
+            return (x - self.mean) / self.std
+
+    model = copy.deepcopy(model)
+    shapes: dict[int, tuple[int, ...]] = {}
+    layers = [m for m in model.modules() if isinstance(m, Normalize)]
+
+    def record(layer, args) -> None:  # a pre-hook that returns nothing leaves the input as it is
+        shapes.setdefault(id(layer), tuple(args[0].shape[1:]))
+
+    probes = [layer.register_forward_pre_hook(record) for layer in layers]
+    with torch.no_grad():
+        model(example)
+    for probe in probes:
+        probe.remove()
+    for parent in list(model.modules()):
+        for name, child in list(parent.named_children()):
+            if isinstance(child, Normalize) and id(child) in shapes:
+                setattr(parent, name, Broadcast(child, tuple(shapes[id(child)])))
+    return model
+
+
+def _compare_with_onnxruntime(model, path: Path, input_shape: tuple[int, ...]) -> float:
+    import torch
+
+    try:
+        import onnxruntime
+    except ImportError:
+        return -1.0
+    session = onnxruntime.InferenceSession(str(path))
+    # CPU: onnxruntime runs on the host, beside the exported network
+    probe = torch.rand(5, *input_shape)
+    ours = model(probe).detach().numpy()
+    theirs = session.run(None, {session.get_inputs()[0].name: probe.numpy()})[0]
+    return float(abs(ours - theirs).max())

@@ -1,0 +1,289 @@
+"""Certification of a test set image by image: an attack to falsify cheaply, then domains, cheapest first.
+
+Each image ends in exactly one of four states, kept strictly apart:
+
+- ``verified``: a domain proved every margin ``y_t - y_j`` positive over the clipped eps-ball (``by`` names
+  the first that did; ``margin`` is its least lower bound);
+- ``falsified``: a point of the ball that the network, run on it, misclassifies (``by`` names what found
+  it: the image itself, the attack, or branch and bound; ``margin`` is that point's least margin, <= 0).
+  Only a point the network was run on counts;
+- ``unknown``: no step decided (a complete step's time limit passed, or only incomplete ones ran);
+  ``margin`` is the best lower bound any step found;
+- ``error``: a step failed on the image (``message`` says how); the others go on.
+
+Steps run on batches of the images still undecided (`Step.decide`), so a cheap domain settles most images
+at batch speed and the expensive ones (branch and bound) see only the rest.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor, nn
+
+from daic.runtime.certification.attacks import Attacker
+from daic.runtime.domains.balls import certified_balls
+from daic.runtime.domains.element import margin_others
+from daic.runtime.domains.rounding import outward_rounding
+
+STATUSES = ("verified", "falsified", "unknown", "error")
+CLEAN = "clean"  # what falsified a misclassified image: the image itself
+# Images per batch when the cascade has a complete step: its search takes up to its timeout per image, so
+# outcomes reach the record (and the progress line) every few images, and a kill loses little search.
+COMPLETE_BATCH = 8
+
+
+@dataclass
+class Outcome:
+    """What certification concluded about one image (see the module docstring)."""
+
+    index: int
+    label: int
+    status: str = "unknown"
+    by: str | None = None
+    margin: float | None = None
+    seconds: float = 0.0
+    message: str | None = None
+    witness: Tensor | None = None  # falsified: the point (an input of the network) that falsified it
+
+    def record(self) -> dict[str, object]:
+        """The outcome as one JSON object (a line of `daic verify --out`)."""
+        row: dict[str, object] = {"index": self.index, "label": self.label, "status": self.status}
+        row |= {"domain": self.by, "margin": self.margin, "seconds": round(self.seconds, 6)}
+        if self.message is not None:
+            row["message"] = self.message
+        return row
+
+
+@dataclass
+class Batch:
+    """The images a step sees: their inputs, labels, boxes and the outcomes to fill in.
+
+    ``lower``/``upper`` contain each image's clipped eps-ball (bounds hold over them);
+    ``inner_lower``/``inner_upper`` lie inside it (counterexamples must): the same box but where rounding
+    makes them differ (see `balls`). ``attacker`` is the steps' attack on the network (`certify_batch`
+    makes one if none was given; `certify` gives one for all its batches, so its float32 copy is made
+    once)."""
+
+    x: Tensor
+    y: Tensor
+    lower: Tensor
+    upper: Tensor
+    outcomes: list[Outcome]
+    relu: str = "hybrid"
+    inner_lower: Tensor | None = None
+    inner_upper: Tensor | None = None
+    attacker: Attacker | None = None
+    best: Tensor = field(init=False)  # the best lower bound of each image's least margin so far
+
+    def __post_init__(self) -> None:
+        # CPU: each image's best margin so far, host bookkeeping read and written one image at a time
+        self.best = torch.full((len(self.outcomes),), -torch.inf, dtype=torch.float64)
+        if self.inner_lower is None:
+            self.inner_lower, self.inner_upper = self.lower, self.upper
+
+
+@contextmanager
+def exact_float():
+    """TF32 off for the duration (PyTorch enables it for cuDNN convolutions by default)."""
+    saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+
+
+class Step:
+    """One stage of the cascade: everything a cascade holds is one (an attack, a bound, a search).
+    ``complete``: it decides every image it is given time for; ``verifies``: it can prove an image (an
+    attack only falsifies)."""
+
+    label = ""
+    complete = False
+    verifies = True
+    times_each = False  # whether `decide` adds each image's own seconds (else they share the step's)
+
+    def decide(self, model: nn.Module, batch: Batch, pending: Tensor) -> None:
+        """Settles what it can of the images ``pending`` (indices into the batch), in their outcomes."""
+        raise NotImplementedError
+
+    def batch_size(self, model: nn.Module, shape: tuple[int, ...], default: int) -> int:
+        """Images per batch it can take (one whose memory grows with the input may take fewer)."""
+        return default
+
+
+class Search(Step):
+    """A complete step that searches each image on its own until its `timeout` (seconds) passes, leaving
+    it unknown then; subclasses say how (`_search`)."""
+
+    complete = True
+    times_each = True
+    timeout = 60.0
+
+    def decide(self, model: nn.Module, batch: Batch, pending: Tensor) -> None:
+        for i in pending.tolist():
+            started = time.perf_counter()
+            with torch.no_grad(), exact_float():
+                self._search(model, batch, i, started + self.timeout)
+            batch.outcomes[i].seconds += time.perf_counter() - started
+
+    def _search(self, model: nn.Module, batch: Batch, i: int, deadline: float) -> None:
+        """Decides image i in its outcome, if it can before `deadline` (`time.perf_counter()`)."""
+        raise NotImplementedError
+
+
+def least_margins(model: nn.Module, x: Tensor, y: Tensor) -> Tensor:
+    """``(B,)``: ``min_j (y_t - y_j)`` of the network at the points ``x``, computed by running it."""
+    with torch.no_grad():
+        logits = model(x)
+    rows, _ = margin_others(y, logits.shape[1], logits.dtype)
+    return torch.einsum("bsc,bc->bs", rows, logits).amin(1)
+
+
+class Attack(Step):
+    """Projected gradient descent with random restarts (on a float32 copy of a float64 network: `Attacker`);
+    an image is falsified when the network misclassifies the point found (run again on it, in the
+    certifying network's precision)."""
+
+    label = "PGD"
+    verifies = False
+
+    def __init__(self, steps: int = 40, restarts: int = 2, seed: int = 0) -> None:
+        self.steps, self.restarts, self.seed = steps, restarts, seed
+
+    def decide(self, model, batch, pending):
+        generator = torch.Generator().manual_seed(self.seed)
+        x = batch.attacker.pgd(batch.inner_lower[pending], batch.inner_upper[pending], batch.y[pending],
+                               self.steps, generator, self.restarts)  # fmt: skip
+        falsify(batch, pending, x, least_margins(model, x, batch.y[pending]), self.label)
+
+
+def falsify(batch: Batch, pending: Tensor, points: Tensor, margins: Tensor, by: str) -> None:
+    """Marks falsified the images whose `points` (inside their boxes) the network misclassifies."""
+    inside = (
+        ((points >= batch.inner_lower[pending]) & (points <= batch.inner_upper[pending])).flatten(1).all(1)
+    )
+    for k, (i, margin, ok) in enumerate(
+        zip(pending.tolist(), margins.tolist(), inside.tolist(), strict=True)
+    ):
+        if ok and margin <= 0:
+            outcome = batch.outcomes[i]
+            outcome.status, outcome.by, outcome.margin = "falsified", by, margin
+            outcome.witness = points[k].detach()
+
+
+def cascade(methods: Sequence[Step], attack: bool = False) -> list[Step]:
+    """The steps `methods` in order; first an attack, to falsify cheaply, when asked for or when a method
+    is complete (branch and bound would otherwise search until it finds the counterexample the attack
+    finds in a few steps)."""
+    steps = list(methods)
+    if attack or any(step.complete for step in steps):
+        steps.insert(0, Attack())
+    return steps
+
+
+def certify_batch(
+    model: nn.Module, steps: Sequence[Step], batch: Batch, outward: bool = True
+) -> list[Outcome]:
+    """Runs the cascade on one batch: misclassified images are falsified by themselves, then each step
+    sees the images still undecided. Every image's seconds are its share of each step it went through (its
+    own time in a step that works image by image).
+    With `outward`, bounds are rounded outward (`domains.rounding`): they hold in exact arithmetic."""
+    with outward_rounding() if outward else nullcontext():
+        return _certify_batch(model, steps, batch)
+
+
+def _certify_batch(model: nn.Module, steps: Sequence[Step], batch: Batch) -> list[Outcome]:
+    if batch.attacker is None:
+        batch.attacker = Attacker(model)
+    outcomes = batch.outcomes
+    started = time.perf_counter()
+    margins = least_margins(model, batch.x, batch.y)
+    # CPU: image numbers, read on the host; a CUDA tensor may be indexed by them as they are
+    everyone = torch.arange(len(outcomes))
+    _refuse_not_a_number(outcomes, margins)
+    falsify(batch, everyone, batch.x, margins, CLEAN)
+    _charge(outcomes, everyone, time.perf_counter() - started)
+    for step in steps:
+        # CPU: image numbers, read on the host; a CUDA tensor may be indexed by them as they are
+        pending = torch.tensor([i for i, o in enumerate(outcomes) if o.status == "unknown"], dtype=torch.long)
+        if len(pending) == 0:
+            break
+        started = time.perf_counter()
+        try:
+            step.decide(model, batch, pending)
+        except (RuntimeError, ValueError, ArithmeticError) as exc:  # a step that cannot run on these images
+            for i in pending.tolist():
+                outcomes[i].status, outcomes[i].by = "error", step.label
+                outcomes[i].message = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+        if not step.times_each:
+            _charge(outcomes, pending, time.perf_counter() - started)
+    for i, outcome in enumerate(outcomes):
+        if outcome.status == "unknown" and bool(torch.isfinite(batch.best[i])):
+            outcome.margin = float(batch.best[i])
+    return outcomes
+
+
+def _refuse_not_a_number(outcomes: list[Outcome], margins: Tensor) -> None:
+    """An image where the network's output is not a number (NaN weights, an overflow) is an error: it is
+    neither classified nor misclassified, and no bound over its box means anything."""
+    for outcome, margin in zip(outcomes, margins.tolist(), strict=True):
+        if math.isnan(margin):
+            outcome.status, outcome.by = "error", CLEAN
+            outcome.message = "the network's output at the image is not a number (NaN): nothing to certify"
+
+
+def _charge(outcomes: list[Outcome], images: Tensor, seconds: float) -> None:
+    for i in images.tolist():
+        outcomes[i].seconds += seconds / max(1, len(images))
+
+
+def certify(
+    model: nn.Module,
+    steps: Sequence[Step],
+    x: Tensor,
+    y: Tensor,
+    epsilon: float,
+    value_range: tuple[float, float],
+    indices: Sequence[int] | None = None,
+    batch: int = 100,
+    relu: str = "hybrid",
+    on_outcome: Callable[[Outcome], None] | None = None,
+    outward: bool = True,
+) -> list[Outcome]:
+    """Certifies the images ``x`` (labels ``y``) at radius `epsilon` with the cascade `steps` (each image
+    first checked by running the network on it); `indices` name the images in outcomes (default 0, 1, ...).
+    `model` is the certifying network (float64, see `evaluate`). Outcomes are handed to `on_outcome` as each
+    batch finishes (of at most `COMPLETE_BATCH` images with a complete step). `outward`: bounds hold in
+    exact arithmetic (see `certify_batch`)."""
+    if not epsilon >= 0:  # an inverted box would "certify" everything
+        raise ValueError(f"certify needs epsilon >= 0, got {epsilon}")
+    if any(step.complete for step in steps):
+        batch = min(batch, COMPLETE_BATCH)
+    names = list(range(len(y))) if indices is None else list(indices)
+    parameter = next(model.parameters())
+    attacker = Attacker(model)
+    done: list[Outcome] = []
+    was_training = model.training
+    model.eval()
+    try:
+        for start in range(0, len(y), batch):
+            xb = x[start : start + batch].to(device=parameter.device, dtype=parameter.dtype)
+            yb = y[start : start + batch].to(parameter.device)
+            lower, upper, inner_lower, inner_upper = certified_balls(xb, epsilon, value_range)
+            outcomes = [Outcome(names[start + i], int(label)) for i, label in enumerate(yb.tolist())]
+            work = Batch(xb, yb, lower, upper, outcomes, relu, inner_lower, inner_upper, attacker)
+            for outcome in certify_batch(model, steps, work, outward):
+                done.append(outcome)
+                if on_outcome is not None:
+                    on_outcome(outcome)
+    finally:
+        model.train(was_training)
+    return done

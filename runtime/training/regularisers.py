@@ -1,0 +1,96 @@
+"""Regularisers a scheme adds to its goal's loss: the warm-up regularisers of Shi et al. ("Fast Certified
+Robust Training with Short Warmup", NeurIPS 2021), and an L1 penalty of the weights.
+
+During the epsilon ramp, Shi et al. add ``L_tightness + L_relu`` (averaged over the ReLU layers), computed
+from the interval bounds ``[l, u]`` of every ReLU's input for the step's epsilon-box:
+
+- tightness: ``relu(tau - r0 / mean((u - l) / 2)) / tau``, ``r0`` the mean radius of the first affine
+  layer's input box: it keeps the interval bounds from growing faster than the input's;
+- ReLU balance: with ``c = (u + l) / 2`` and the always-active (``l > 0``) and always-inactive (``u < 0``)
+  neurons, the ratios of their mean ``c`` (``mean(c [active]) / -mean(c [inactive])``) and of their
+  variances of ``c``, each taken as ``min(r, 1 / r)``; the loss ``(relu(tau - r_mean) + relu(tau - r_var))
+  / tau`` keeps both kinds balanced, so that neither dominates and the bounds stay tight. A layer whose
+  ratio is not finite (no neuron of a kind) adds nothing, as in their code.
+
+``tau`` is 0.5, their default.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from daic.runtime.context import AbstractContext
+from daic.runtime.domains import Box
+from daic.runtime.layers.activation import ReLU
+from daic.runtime.layers.affine import Conv2D, Linear, Normalize
+
+TAU = 0.5
+
+
+def warmup_regulariser(
+    model: nn.Module, lower: Tensor, upper: Tensor, relu: str = "hybrid", relu_inputs: list[Box] | None = None
+) -> Tensor:
+    """Shi et al.'s ``L_tightness + L_relu`` for the boxes [lower, upper], averaged over the ReLU layers
+    (0 for a network without ReLUs). `relu_inputs`, when given, are the interval bounds of every ReLU's
+    input for these boxes that a pass already computed (see `interval_relu_inputs`); otherwise an interval
+    pass computes them."""
+    if relu_inputs is None:
+        ctx = AbstractContext(training=True, relu=relu, relu_inputs=[])
+        model.abstract(Box.from_bounds(lower, upper), ctx)
+        relu_inputs = ctx.relu_inputs or []
+    if not relu_inputs:
+        return lower.new_zeros(())
+    r0 = _first_affine_input(model, Box.from_bounds(lower, upper)).radius.mean()
+    total = lower.new_zeros(())
+    for box in relu_inputs:
+        total = total + F.relu(TAU - r0 / box.radius.mean().clamp_min(1e-12)) / TAU
+        total = total + _balance(box.center, box.center - box.radius, box.center + box.radius)
+    return total / len(relu_inputs)
+
+
+def interval_relu_inputs(model: nn.Module, recorded: list, relu: str) -> list[Box] | None:
+    """The ReLU inputs a goal's pass of the epsilon-box recorded (`AbstractContext.relu_inputs`), when they
+    are the interval pass's: every ReLU of the network recorded once, each a box, and the hybrid ReLU
+    (the box ReLU on elements without correlated terms) between them. None otherwise: then
+    `warmup_regulariser` makes its own interval pass."""
+    relus = sum(isinstance(m, ReLU) for m in model.modules())
+    if relu != "hybrid" or len(recorded) != relus or not all(isinstance(b, Box) for b in recorded):
+        return None
+    return recorded
+
+
+def _first_affine_input(model: nn.Module, box: Box) -> Box:
+    """The box after the network's leading Normalize layers: the input's radius in the units the first
+    weights see (Shi et al. normalise the data instead)."""
+    for layer in model.children():
+        if not isinstance(layer, Normalize):
+            break
+        box = layer.abstract(box, AbstractContext(training=True))
+    return box
+
+
+def _balance(centre: Tensor, lower: Tensor, upper: Tensor) -> Tensor:
+    active, inactive = (lower > 0).to(centre.dtype), (upper < 0).to(centre.dtype)
+    mean_active, mean_inactive = (centre * active).mean(), (centre * inactive).mean()
+    deviation = (centre - centre.mean()) ** 2
+    var_active, var_inactive = (deviation * active).sum(), (deviation * inactive).sum()
+    loss = centre.new_zeros(())
+    for num, den in ((mean_active, -mean_inactive), (var_active, var_inactive)):
+        # No neuron of a kind (den = 0, the ratio not finite): nothing to balance. Chosen on the device, not
+        # by a branch on the host, which would wait for the GPU every step; the ratio is taken over a
+        # denominator that is never 0, so that the term left out passes no NaN to the gradient either.
+        safe_den = torch.where(den != 0, den, torch.ones_like(den))
+        defined = (den != 0) & torch.isfinite(num / safe_den)
+        ratio = torch.where(defined, num / safe_den, torch.ones_like(num))
+        term = F.relu(TAU - torch.minimum(ratio, 1 / ratio)) / TAU
+        loss = loss + torch.where(defined, term, torch.zeros_like(term))
+    return loss
+
+
+def l1_penalty(model: nn.Module) -> Tensor:
+    """The sum of |w| over the weights of every Conv2D and Linear (not biases nor BatchNorm's affine
+    parameters, as CTBench, Shi et al. and De Palma et al. count it)."""
+    weights = [m.weight for m in model.modules() if isinstance(m, (Conv2D, Linear))]
+    return sum((w.abs().sum() for w in weights), weights[0].new_zeros(()))

@@ -1,0 +1,460 @@
+"""Complete verification: branch and bound against the exact answer, found by enumerating every ReLU
+activation pattern of small networks (a linear program per pattern), and the cascade's bookkeeping."""
+
+from __future__ import annotations
+
+import itertools
+import time
+
+import pytest
+import torch
+from scipy.optimize import linprog
+
+from daic.runtime import Linear, ReLU, Sequential
+from daic.runtime.certification.attacks import Attacker
+from daic.runtime.certification.certify import Attack, Batch, Outcome, certify, falsify
+from daic.runtime.certification.complete import BranchAndBound, refined_intermediates
+from daic.runtime.certification.verification import BoxBound, CROWNBound
+from daic.runtime.context import AbstractContext
+from daic.runtime.domains import Symbolic
+from daic.runtime.domains.rounding import outward_rounding
+from daic.runtime.layers.containers import Concat, Residual
+
+EPS = 0.2
+
+
+def blob_network(seed: int, width: int = 5) -> Sequential:
+    """A two-hidden-layer network trained briefly on three 2-D blobs: its boundaries cross [0, 1]^2."""
+    g = torch.Generator().manual_seed(seed)
+    centres = torch.tensor([[0.25, 0.3], [0.7, 0.35], [0.5, 0.75]], dtype=torch.float64)
+    labels = torch.randint(0, 3, (300,), generator=g)
+    points = centres[labels] + 0.12 * torch.randn(300, 2, generator=g, dtype=torch.float64)
+    torch.manual_seed(seed)
+    net = Sequential(Linear(2, width), ReLU(), Linear(width, width), ReLU(), Linear(width, 3)).double()
+    optimizer = torch.optim.Adam(net.parameters(), lr=0.03)
+    for _ in range(200):
+        optimizer.zero_grad()
+        torch.nn.functional.cross_entropy(net(points), labels).backward()
+        optimizer.step()
+    return net
+
+
+def exact_least_margin(net: Sequential, lower: torch.Tensor, upper: torch.Tensor, label: int) -> float:
+    """``min over the box of min_j (y_t - y_j)``: for every activation pattern of the hidden neurons, a
+    linear program over the inputs where the network follows it (the network is affine there). Neurons
+    that interval arithmetic (computed here by hand) proves active or dead on the whole box keep that
+    state; the others take both."""
+    first, _, second, _, last = net
+    w1, b1 = first.weight.detach(), first.bias.detach()
+    w2, b2 = second.weight.detach(), second.bias.detach()
+    w3, b3 = last.weight.detach(), last.bias.detach()
+    centre, radius = (upper + lower) / 2, (upper - lower) / 2
+    z1_low, z1_up = w1 @ centre + b1 - w1.abs() @ radius, w1 @ centre + b1 + w1.abs() @ radius
+    h_low, h_up = z1_low.clamp(min=0), z1_up.clamp(min=0)
+    z2_mid = w2 @ ((h_up + h_low) / 2) + b2
+    z2_low, z2_up = z2_mid - w2.abs() @ ((h_up - h_low) / 2), z2_mid + w2.abs() @ ((h_up - h_low) / 2)
+    states = [
+        [(1.0,) if lo >= 0 else (0.0,) if up <= 0 else (0.0, 1.0) for lo, up in zip(low, high, strict=True)]
+        for low, high in ((z1_low, z1_up), (z2_low, z2_up))
+    ]
+    width = w1.shape[0]
+    bounds = list(zip(lower.tolist(), upper.tolist(), strict=True))
+    best = float("inf")
+    for pattern in itertools.product(*states[0], *states[1]):
+        d1 = torch.tensor(pattern[:width], dtype=torch.float64)
+        d2 = torch.tensor(pattern[width:], dtype=torch.float64)
+        # Pre-activations as affine maps of x under this pattern.
+        a1, c1 = w1, b1
+        a2, c2 = w2 @ (d1[:, None] * a1), w2 @ (d1 * c1) + b2
+        a3, c3 = w3 @ (d2[:, None] * a2), w3 @ (d2 * c2) + b3
+        # s z >= 0 for each neuron: active (s = 1) or inactive (s = -1), as -s a x <= s c.
+        s1, s2 = 2 * d1 - 1, 2 * d2 - 1
+        a_ub = torch.cat([-(s1[:, None] * a1), -(s2[:, None] * a2)]).numpy()
+        b_ub = torch.cat([s1 * c1, s2 * c2]).numpy()
+        for j in range(3):
+            if j == label:
+                continue
+            objective = (a3[label] - a3[j]).numpy()
+            program = linprog(objective, A_ub=a_ub, b_ub=b_ub, bounds=bounds, method="highs")
+            if program.status == 0:
+                best = min(best, float(program.fun) + float(c3[label] - c3[j]))
+    return best
+
+
+# The search as configured by default (the root refined, children warm-started from their parents), without
+# the root's refinement, and without any optimisation (plain CROWN on every subdomain).
+SEARCHES = [{}, {"root_steps": 0}, {"steps": 0, "root_steps": 0}]
+
+
+@pytest.mark.parametrize("search", SEARCHES, ids=["default", "no-root-steps", "crown-only"])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_branch_and_bound_agrees_with_every_activation_pattern(seed, search):
+    net = blob_network(seed)
+    x = torch.rand(12, 2, generator=torch.Generator().manual_seed(seed + 10), dtype=torch.float64)
+    with torch.no_grad():
+        y = net(x).argmax(1)
+    outcomes = certify(net, [BranchAndBound(timeout=30, batch=4, **search)], x, y, EPS, (0.0, 1.0))
+    decided = 0
+    for outcome, xi, yi in zip(outcomes, x, y, strict=True):
+        lower, upper = (xi - EPS).clamp(0, 1), (xi + EPS).clamp(0, 1)
+        truth = exact_least_margin(net, lower, upper, int(yi))
+        assert outcome.status in ("verified", "falsified"), outcome.record()
+        assert (outcome.status == "verified") == (truth > 0), (outcome.record(), truth)
+        if outcome.status == "verified":
+            assert 0 < outcome.margin <= truth + 1e-9
+        else:
+            assert outcome.margin <= 0 and outcome.margin >= truth - 1e-9
+        decided += 1
+    assert decided == 12
+
+
+def test_branch_and_bound_decides_what_crown_leaves_open():
+    """The images CROWN cannot decide are split until decided, each as the enumeration says."""
+    net = blob_network(3, width=6)
+    x = torch.rand(40, 2, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    with torch.no_grad():
+        y = net(x).argmax(1)
+    crown = certify(net, [CROWNBound()], x, y, EPS, (0.0, 1.0))
+    open_images = [i for i, o in enumerate(crown) if o.status == "unknown"]
+    assert open_images, "the test needs images CROWN leaves undecided"
+    steps = [CROWNBound(), BranchAndBound(timeout=30, batch=4, steps=0)]
+    started = time.perf_counter()
+    outcomes = certify(net, steps, x[open_images], y[open_images], EPS, (0.0, 1.0))
+    # Each image's seconds are its own search's (the record reports them), not a share of the step's.
+    seconds = [o.seconds for o in outcomes]
+    assert sum(seconds) <= time.perf_counter() - started and len(set(seconds)) == len(seconds) > 1
+    for outcome, i in zip(outcomes, open_images, strict=True):
+        lower, upper = (x[i] - EPS).clamp(0, 1), (x[i] + EPS).clamp(0, 1)
+        truth = exact_least_margin(net, lower, upper, int(y[i]))
+        assert outcome.by == "BranchAndBound(timeout=30, batch=4, steps=0)" or outcome.status == "falsified"
+        assert (outcome.status == "verified") == (truth > 0), (outcome.record(), truth)
+
+
+def test_a_search_is_labelled_with_every_argument_that_differs_from_its_default():
+    assert BranchAndBound().label == "BranchAndBound"
+    assert BranchAndBound(timeout=20, root_steps=0, lr_beta=0.01).label == (
+        "BranchAndBound(timeout=20, lr_beta=0.01, root_steps=0)"
+    )
+
+
+def test_a_search_past_its_time_limit_is_unknown_with_a_sound_lower_bound():
+    net = blob_network(1)
+    x = torch.tensor([[0.5, 0.45]], dtype=torch.float64)
+    with torch.no_grad():
+        y = net(x).argmax(1)
+    (outcome,) = certify(net, [BranchAndBound(timeout=1e-9)], x, y, 0.3, (0.0, 1.0))
+    truth = exact_least_margin(net, (x[0] - 0.3).clamp(0, 1), (x[0] + 0.3).clamp(0, 1), int(y[0]))
+    if outcome.status == "unknown":
+        assert outcome.margin is None or outcome.margin <= truth + 1e-9
+    else:  # decided at the root, before the clock was read
+        assert (outcome.status == "verified") == (truth > 0)
+
+
+def test_an_attack_before_the_search_falsifies_what_the_root_bound_leaves_open():
+    """Without an attack in the cascade and with no time to search, the images whose balls hold a
+    counterexample are falsified by the attack branch and bound runs first, at a point the network
+    misclassifies; none of the others is."""
+    net = blob_network(2)
+    x = torch.rand(30, 2, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    with torch.no_grad():
+        y = net(x).argmax(1)
+    outcomes = certify(net, [BranchAndBound(timeout=1e-9)], x, y, 0.15, (0.0, 1.0))
+    truths = [
+        exact_least_margin(net, (p - 0.15).clamp(0, 1), (p + 0.15).clamp(0, 1), int(t))
+        for p, t in zip(x, y, strict=True)
+    ]
+    falsified = [o.status == "falsified" for o in outcomes]
+    assert sum(falsified) >= 3, "the test needs images with counterexamples"
+    assert falsified == [t < -1e-3 for t in truths]  # every clear counterexample is found, and only those
+    for o, truth in zip(outcomes, truths, strict=True):
+        if o.status == "falsified":
+            assert o.by == "BranchAndBound(timeout=1e-09)" and truth - 1e-9 <= o.margin <= 0
+
+
+def test_the_searchs_attack_runs_in_float32_and_hands_back_points_inside_the_float64_box():
+    net = blob_network(2)
+    lower = torch.rand(32, 2, generator=torch.Generator().manual_seed(1), dtype=torch.float64) * 0.8
+    upper = lower + 0.1 / 3  # edges no float32 holds exactly
+    attacker = Attacker(net)
+    points = attacker.pgd(lower, upper, torch.zeros(32, dtype=torch.long), 20, torch.Generator())
+    assert points.dtype == torch.float64 and next(attacker._fast.parameters()).dtype == torch.float32
+    assert bool(((points >= lower) & (points <= upper)).all())
+
+
+def test_the_time_limit_holds_inside_a_long_optimisation():
+    """The Adam steps of one bounding stop at the deadline too: with far more steps than the time allows,
+    an image left open still ends near its limit."""
+    net = blob_network(3, width=6)
+    x = torch.rand(40, 2, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    with torch.no_grad():
+        y = net(x).argmax(1)
+    crown = certify(net, [CROWNBound()], x, y, EPS, (0.0, 1.0))
+    first_open = next(i for i, o in enumerate(crown) if o.status == "unknown")
+    picked = slice(first_open, first_open + 1)
+    (outcome,) = certify(
+        net, [BranchAndBound(timeout=0.2, steps=100_000)], x[picked], y[picked], EPS, (0.0, 1.0)
+    )
+    assert outcome.seconds < 5.0, outcome.record()  # 0.2 s, the attack before the search, and slack
+
+
+def test_only_a_misclassified_point_inside_the_box_falsifies():
+    lower, upper = torch.zeros(2, 2, dtype=torch.float64), torch.ones(2, 2, dtype=torch.float64)
+    outcomes = [Outcome(0, 0), Outcome(1, 0)]
+    batch = Batch(lower, torch.zeros(2, dtype=torch.long), lower, upper, outcomes)
+    points = torch.tensor([[0.5, 0.5], [1.5, 0.5]], dtype=torch.float64)  # the second lies outside
+    falsify(batch, torch.arange(2), points, torch.tensor([-1.0, -1.0], dtype=torch.float64), "test")
+    assert [o.status for o in outcomes] == ["falsified", "unknown"]
+    falsify(batch, torch.arange(1, 2), points[:1], torch.tensor([0.5], dtype=torch.float64), "test")
+    assert outcomes[1].status == "unknown"  # a positive margin is no counterexample
+
+
+def test_the_cascade_records_who_decided_each_image():
+    net = blob_network(0)
+    x = torch.rand(30, 2, generator=torch.Generator().manual_seed(7), dtype=torch.float64)
+    y = net(x).argmax(1)
+    y[0] = (y[0] + 1) % 3  # misclassified: falsified by the image itself
+    steps = [Attack(), BoxBound(), CROWNBound()]
+    outcomes = certify(net, steps, x, y, 0.05, (0.0, 1.0), indices=range(100, 130))
+    assert [o.index for o in outcomes] == list(range(100, 130))
+    assert outcomes[0].status == "falsified" and outcomes[0].by == "clean" and outcomes[0].margin < 0
+    assert {o.by for o in outcomes if o.status == "verified"} <= {"Box", "CROWN"}
+    for o in outcomes:
+        assert o.status in ("verified", "falsified", "unknown") and o.seconds >= 0
+        if o.status == "unknown":  # the best lower bound found, below zero
+            assert o.margin is not None and o.margin <= 0
+
+
+def test_a_subdomain_with_every_neuron_split_is_decided_by_its_linear_program():
+    """Fixing every hidden neuron leaves the network affine on the subdomain: `exact_leaf` gives that
+    pattern's least margin (or infinity where no input follows it), as the enumeration does."""
+    from daic.runtime import AbstractContext
+    from daic.runtime.certification.complete import exact_leaf
+    from daic.runtime.domains import Symbolic
+
+    net = blob_network(2, width=3)
+    x = torch.tensor([[0.45, 0.5]], dtype=torch.float64)
+    y = net(x).argmax(1)
+    lower, upper = (x - 0.3).clamp(0, 1), (x + 0.3).clamp(0, 1)
+    output = net.abstract(Symbolic.input(lower, upper), AbstractContext())
+    inputs = [node.parents[0].id for node in output.ancestors() if isinstance(node.layer, ReLU)][::-1]
+    first, _, second, _, last = net
+    checked = 0
+    for pattern in itertools.product([1, -1], repeat=6):
+        signs = {inputs[0]: torch.tensor(pattern[:3], dtype=torch.int8),
+                 inputs[1]: torch.tensor(pattern[3:], dtype=torch.int8)}  # fmt: skip
+        batch = Batch(x, y, lower, upper, [Outcome(0, int(y[0]))])
+        found = exact_leaf(net, batch, 0, signs, "test")
+        d1 = (torch.tensor(pattern[:3]) > 0).double()
+        d2 = (torch.tensor(pattern[3:]) > 0).double()
+        w1, b1, w2, b2 = (
+            first.weight.detach(),
+            first.bias.detach(),
+            second.weight.detach(),
+            second.bias.detach(),
+        )
+        a2, c2 = w2 @ (d1[:, None] * w1), w2 @ (d1 * b1) + b2
+        a3, c3 = (
+            last.weight.detach() @ (d2[:, None] * a2),
+            last.weight.detach() @ (d2 * c2) + last.bias.detach(),
+        )
+        s1, s2 = 2 * d1 - 1, 2 * d2 - 1
+        a_ub = torch.cat([-(s1[:, None] * w1), -(s2[:, None] * a2)]).numpy()
+        b_ub = torch.cat([s1 * b1, s2 * c2]).numpy()
+        bounds = list(zip(lower[0].tolist(), upper[0].tolist(), strict=True))
+        t, per_margin = int(y[0]), []
+        for j in (j for j in range(3) if j != t):
+            program = linprog((a3[t] - a3[j]).numpy(), A_ub=a_ub, b_ub=b_ub, bounds=bounds, method="highs")
+            if program.status == 0:
+                per_margin.append(float(program.fun) + float(c3[t] - c3[j]))
+        # The programs share their constraints: all are infeasible or none is.
+        truth, first_truth = min(per_margin, default=float("inf")), (per_margin or [float("inf")])[0]
+        # Only the first margin open (the root proved the other): its program alone decides.
+        only_first = Batch(x, y, lower, upper, [Outcome(0, int(y[0]))])
+        found_first = exact_leaf(net, only_first, 0, signs, "test", torch.tensor([True, False]))
+        for decided, least, record in ((found, truth, batch), (found_first, first_truth, only_first)):
+            if least == float("inf"):
+                assert decided == float("inf")
+            elif least > 0:
+                assert decided == pytest.approx(least, abs=1e-7)
+            else:  # a counterexample: the image is falsified by the program's point
+                assert record.outcomes[0].status == "falsified" and decided <= 0
+        checked += truth != float("inf")
+    assert checked >= 2
+
+
+def test_root_refinement_tightens_intermediate_bounds_and_keeps_every_sampled_point():
+    """alpha-CROWN on the intermediate layers: never looser than CROWN, tighter on the deeper layers,
+    and every pre-activation of 20,000 sampled inputs of the box (and of its corners) inside."""
+    torch.manual_seed(0)
+    net = Sequential(Linear(6, 24), ReLU(), Linear(24, 24), ReLU(), Linear(24, 24), ReLU(), Linear(24, 3))
+    net = net.double()
+    centre = torch.rand(2, 6, dtype=torch.float64)
+    lower, upper = centre - 0.3, centre + 0.3
+    with outward_rounding(), torch.no_grad():  # as branch and bound runs it
+        value = Symbolic.input(lower, upper, crown=True)
+        output = net.abstract(value, AbstractContext())
+        inputs = [
+            n.parents[0] for n in sorted(output.ancestors(), key=lambda n: n.id) if isinstance(n.layer, ReLU)
+        ]
+        known = {node.id: node.bounds() for node in inputs}
+        refined = refined_intermediates(net, lower, upper, known, "hybrid", steps=30, lr=0.5)
+    samples = lower + (upper - lower) * torch.rand(10_000, 2, 6, dtype=torch.float64)
+    corners = torch.where(torch.rand(10_000, 2, 6) < 0.5, lower, upper)
+    h = torch.cat([samples, corners])
+    tighter = []
+    for layer, node in zip((net[0], net[2], net[4]), inputs, strict=True):
+        (low, up), (was_low, was_up) = refined[node.id], known[node.id]
+        assert bool((low >= was_low).all()) and bool((up <= was_up).all())
+        tighter.append(float((up - low).sum() / (was_up - was_low).sum()))
+        z = layer(h.reshape(-1, h.shape[-1])).reshape(*h.shape[:-1], -1)
+        assert bool((z >= low).all()) and bool((z <= up).all())
+        h = z.clamp(min=0)
+    # The first layer's bounds are exact already; the deeper ones narrow (here by 4% and 8% in all).
+    assert tighter[0] == 1.0 and tighter[1] < 0.99 and tighter[2] < 0.99, tighter
+
+
+def test_networks_with_parallel_branches_are_searched_with_their_roots_refined():
+    """A ReLU input may depend on only some earlier ReLUs (the other branch of a Concat, the skip of a
+    Residual): the root's alpha-CROWN optimises the slopes of those it depends on, and the search decides
+    every image as the search without it does, trained blobs on 2-D inputs."""
+    g = torch.Generator().manual_seed(0)
+    centres = torch.tensor([[0.25, 0.3], [0.7, 0.35], [0.5, 0.75]], dtype=torch.float64)
+    labels = torch.randint(0, 3, (300,), generator=g)
+    points = centres[labels] + 0.12 * torch.randn(300, 2, generator=g, dtype=torch.float64)
+    torch.manual_seed(0)
+    nets = [
+        Sequential(
+            Concat([Linear(2, 6), ReLU()], [Linear(2, 6), ReLU()]), Linear(12, 6), ReLU(), Linear(6, 3)
+        ),
+        Sequential(
+            Linear(2, 6), ReLU(), Residual([Linear(6, 6), ReLU()], [Linear(6, 6), ReLU()]), Linear(6, 3)
+        ),
+    ]
+    x = torch.rand(30, 2, generator=torch.Generator().manual_seed(11), dtype=torch.float64)
+    for net in nets:
+        net = net.double()
+        optimizer = torch.optim.Adam(net.parameters(), lr=0.03)
+        for _ in range(200):
+            optimizer.zero_grad()
+            torch.nn.functional.cross_entropy(net(points), labels).backward()
+            optimizer.step()
+        with torch.no_grad():
+            y = net(x).argmax(1)
+        found = [
+            [
+                o.status
+                for o in certify(net, [BranchAndBound(timeout=10, batch=4, **search)], x, y, 0.15, (0.0, 1.0))
+            ]
+            for search in ({}, {"root_steps": 0})
+        ]
+        assert "error" not in found[0] and found[0] == found[1], found
+        assert "verified" in found[0] and "falsified" in found[0]
+
+
+def test_outcomes_of_a_cascade_with_a_search_are_handed_on_every_few_images():
+    """A complete step may search each image up to its timeout: the record hears of each image within
+    `COMPLETE_BATCH` images of it, not at the end of a batch of 100."""
+    from daic.runtime.certification.certify import COMPLETE_BATCH
+
+    net = blob_network(0)
+    x = torch.rand(25, 2, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    with torch.no_grad():
+        y = net(x).argmax(1)
+    searched: list[int] = []  # images the search had been given when each outcome was handed on
+    seen: list[int] = []
+
+    class Counting(BranchAndBound):
+        def decide(self, model, batch, pending):
+            seen.append(len(pending))
+            super().decide(model, batch, pending)
+
+    outcomes = certify(net, [Counting(timeout=5, batch=4)], x, y, EPS, (0.0, 1.0),
+                       on_outcome=lambda o: searched.append(len(seen)))  # fmt: skip
+    assert [o.index for o in outcomes] == list(range(25)) and COMPLETE_BATCH < 25
+    # The first images are handed on after the first batch's search, before any later batch's.
+    assert searched[:COMPLETE_BATCH] == [1] * COMPLETE_BATCH
+    assert searched[-1] == len(seen) >= 25 // COMPLETE_BATCH
+
+
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+
+
+@CUDA
+def test_branch_and_bound_on_cuda_decides_as_on_the_cpu():
+    net = blob_network(0)
+    x = torch.rand(12, 2, generator=torch.Generator().manual_seed(10), dtype=torch.float64)
+    with torch.no_grad():
+        y = net(x).argmax(1)
+    search = [BranchAndBound(timeout=30, batch=4)]
+    on_cpu = certify(net, search, x, y, EPS, (0.0, 1.0))
+    on_gpu = certify(net.cuda(), search, x.cuda(), y.cuda(), EPS, (0.0, 1.0))
+    assert [o.status for o in on_gpu] == [o.status for o in on_cpu]
+
+
+@CUDA
+def test_a_subdomain_with_every_neuron_split_is_decided_on_cuda_as_on_the_cpu():
+    """Its linear programs are solved on the host: the leaf's rows come back from the GPU for them (the
+    leaf failed on CUDA tensors before)."""
+    from daic.runtime.certification.complete import exact_leaf
+
+    net = blob_network(2, width=3)
+    x = torch.tensor([[0.45, 0.5]], dtype=torch.float64)
+    y = net(x).argmax(1)
+    results = {}
+    for device in ("cpu", "cuda"):
+        net, x, y = net.to(device), x.to(device), y.to(device)
+        lower, upper = (x - 0.3).clamp(0, 1), (x + 0.3).clamp(0, 1)
+        output = net.abstract(Symbolic.input(lower, upper), AbstractContext())
+        inputs = [node.parents[0].id for node in output.ancestors() if isinstance(node.layer, ReLU)][::-1]
+        found = []
+        for pattern in itertools.product([1, -1], repeat=6):
+            signs = {inputs[0]: torch.tensor(pattern[:3], dtype=torch.int8, device=device),
+                     inputs[1]: torch.tensor(pattern[3:], dtype=torch.int8, device=device)}  # fmt: skip
+            batch = Batch(x, y, lower, upper, [Outcome(0, int(y[0]))])
+            found.append(exact_leaf(net, batch, 0, signs, "test"))
+        results[device] = found
+    assert results["cuda"] == pytest.approx(results["cpu"], abs=1e-9)
+
+
+def test_a_network_without_a_relu_is_decided_exactly_by_alpha_crown_and_branch_and_bound():
+    """Affine networks have nothing to relax: CROWN's bound is their exact least margin, which alpha-CROWN
+    and the search keep (they had no slope to optimise, and answered `error` for every image)."""
+    from daic.runtime.certification.verification import AlphaCROWNBound
+
+    torch.manual_seed(0)
+    net = Sequential(Linear(4, 3)).double()
+    x = torch.rand(16, 4, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    with torch.no_grad():
+        y = net(x).argmax(1)
+    weight, bias = net[0].weight.detach(), net[0].bias.detach()
+    for steps in ([AlphaCROWNBound()], [BranchAndBound(timeout=10)]):
+        for outcome, xi, yi in zip(certify(net, steps, x, y, 0.3, (0.0, 1.0)), x, y, strict=True):
+            lower, upper = (xi - 0.3).clamp(0, 1), (xi + 0.3).clamp(0, 1)
+            centre, radius = (lower + upper) / 2, (upper - lower) / 2
+            rows = weight[yi] - weight  # (3, 4): y_t - y_j as a function of x
+            least = min(
+                float(r @ centre - r.abs() @ radius + bias[yi] - bias[j])
+                for j, r in enumerate(rows)
+                if j != yi
+            )
+            assert outcome.status != "error", outcome.record()
+            complete = steps[0].label != "AlphaCROWN"  # the search falsifies; a bound leaves it open
+            expected = "verified" if least > 0 else "falsified" if complete else "unknown"
+            assert outcome.status == expected, (outcome.record(), least)
+            if outcome.status == "verified":
+                assert outcome.margin == pytest.approx(least, abs=1e-9)
+
+
+def test_a_search_whose_bounds_are_not_numbers_ends_in_an_error_at_once():
+    """A box where the network overflows (inf - inf) gives NaN bounds: no proof and no counterexample come
+    of them, and the search stops instead of splitting until its time limit."""
+    net = Sequential(Linear(1, 2), ReLU(), Linear(2, 2)).double()
+    with torch.no_grad():
+        net[0].weight.copy_(torch.tensor([[1e308], [1e308]]))
+        net[0].bias.zero_()
+        net[2].weight.copy_(torch.tensor([[1.0, -1.0], [-1.0, 1.0]]))
+        net[2].bias.copy_(torch.tensor([1.0, 0.0]))
+    x, y = torch.zeros(1, 1, dtype=torch.float64), torch.tensor([0])  # finite at the image itself
+    (outcome,) = certify(net, [BranchAndBound(timeout=60, root_steps=0)], x, y, 5.0, (0.0, 10.0))
+    # An error, not `unknown` at the time limit (where it ended before, after splitting for 60 s).
+    assert outcome.status == "error" and "not a number (NaN)" in outcome.message, outcome.record()

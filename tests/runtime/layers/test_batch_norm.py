@@ -1,0 +1,222 @@
+"""BatchNorm: torch's forward, abstract transformers that are its affine map at the centre, one set of
+statistics per training step, and Precise-BN."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from daic.runtime import BatchNorm, Box, Conv2D, Flatten, HybridZonotope, Linear, ReLU, Sequential
+from daic.runtime.context import AbstractContext
+from daic.runtime.data.tensors import TensorData
+from daic.runtime.domains import Symbolic
+from daic.runtime.layers.normalization import fixed_statistics, measure, reestimate_statistics
+from daic.runtime.training.goals import Box as BoxGoal
+from daic.runtime.training.goals import Mix, Point
+from daic.runtime.training.losses import worst_case_loss
+from daic.runtime.training.scheme import Scheme
+from daic.runtime.training.trainer import LossModule, Trainer
+
+
+@pytest.mark.parametrize("shape", [(6, 3, 4, 5), (6, 7)], ids=["image", "vector"])
+def test_the_concrete_forward_is_torchs(shape):
+    torch.manual_seed(0)
+    ours, theirs = BatchNorm(shape[1], eps=1e-3, momentum=0.3), torch.nn.BatchNorm1d(shape[1], 1e-3, 0.3)
+    if len(shape) == 4:
+        theirs = torch.nn.BatchNorm2d(shape[1], 1e-3, 0.3)
+    with torch.no_grad():
+        for layer in (ours, theirs):
+            layer.weight.copy_(torch.linspace(-1, 2, shape[1]))
+            layer.bias.copy_(torch.linspace(0.5, -0.5, shape[1]))
+    for step in range(3):
+        x = torch.randn(shape) * (step + 1) + step
+        assert torch.allclose(ours(x), theirs(x), atol=1e-5)
+    assert torch.allclose(ours.running_mean, theirs.running_mean, atol=1e-5)
+    assert torch.allclose(ours.running_var, theirs.running_var, atol=1e-5)
+    assert int(ours.num_batches_tracked) == 3
+    ours.eval(), theirs.eval()
+    x = torch.randn(shape)
+    assert torch.allclose(ours(x), theirs(x), atol=1e-5)
+
+
+def random_norm(features: int) -> BatchNorm:
+    layer = BatchNorm(features).double()
+    with torch.no_grad():
+        layer.weight.copy_(torch.tensor([1.5, -0.5, 2.0])[:features])
+        layer.bias.copy_(torch.tensor([0.2, -0.1, 0.0])[:features])
+        layer.running_mean.copy_(torch.tensor([0.3, -1.0, 0.1])[:features])
+        layer.running_var.copy_(torch.tensor([0.5, 2.0, 0.04])[:features])
+    return layer
+
+
+@pytest.mark.parametrize("fixed", [False, True], ids=["running", "fixed"])
+def test_the_abstract_transformers_are_the_affine_map_at_the_centre(fixed):
+    """Each domain's value of a box is the concrete map of its centre, and the radius scaled by |scale|:
+    with the running statistics (test time) and with a step's fixed statistics."""
+    layer = random_norm(3)
+    centre = torch.rand(4, 3, 2, 2, dtype=torch.float64)
+    radius = torch.rand(4, 3, 2, 2, dtype=torch.float64) * 0.1
+    if fixed:
+        batch = torch.randn(16, 3, 2, 2, dtype=torch.float64)
+        with fixed_statistics(layer):
+            measure(layer, batch, update=False)
+            check_affine(layer, centre, radius)
+        mean, var = batch.mean((0, 2, 3)), batch.var((0, 2, 3), unbiased=False)
+    else:
+        layer.eval()
+        check_affine(layer, centre, radius)
+        mean, var = layer.running_mean, layer.running_var
+    scale = layer.weight.detach() / torch.sqrt(var + layer.eps)
+    expected = (centre - mean.view(1, 3, 1, 1)) * scale.view(1, 3, 1, 1) + layer.bias.detach().view(
+        1, 3, 1, 1
+    )
+    with fixed_statistics(layer):
+        if fixed:
+            measure(layer, batch, update=False)
+        box = layer.abstract(Box(centre, radius), AbstractContext(training=True))
+    assert torch.allclose(box.center, expected)
+    assert torch.allclose(box.radius, radius * scale.abs().view(1, 3, 1, 1))
+
+
+def check_affine(layer, centre, radius):
+    concrete = layer(centre)
+    lower, upper = centre - radius, centre + radius
+    for value in (Box(centre, radius), HybridZonotope.from_bounds(lower, upper)):
+        out = layer.abstract(value, AbstractContext(training=True))
+        lo, hi = out.bounds()
+        assert torch.allclose((lo + hi) / 2, concrete), type(value).__name__
+        corners = torch.stack(
+            [layer(torch.where(torch.rand_like(centre) < 0.5, lower, upper)) for _ in range(20)]
+        )
+        assert bool((corners >= lo - 1e-12).all() and (corners <= hi + 1e-12).all())
+    rows = torch.randn(4, 2, 3, 2, 2, dtype=torch.float64)
+    symbolic = layer.abstract(Symbolic.input(lower, upper), AbstractContext(training=True))
+    found = symbolic.linear_lower(rows)
+    exact = (rows * concrete[:, None]).flatten(2).sum(2) - (
+        rows.abs() * (upper - lower)[:, None] / 2 * 0
+    ).sum()
+    corners = torch.stack(
+        [layer(torch.where(torch.rand_like(centre) < 0.5, lower, upper)) for _ in range(50)]
+    )
+    reached = (rows[None] * corners[:, :, None]).flatten(3).sum(3).amin(0)
+    assert bool((found <= reached + 1e-12).all()) and bool((found <= exact + 1e-12).all())
+
+
+def bn_network() -> Sequential:
+    torch.manual_seed(2)
+    return Sequential(
+        Conv2D(1, 3, 2),
+        BatchNorm(3),
+        ReLU(),
+        Flatten(),
+        Linear(27, 4),
+        BatchNorm(4),
+        ReLU(),
+        Linear(4, 3),
+    )
+
+
+def scheme(goal, **fields) -> Scheme:
+    from daic.runtime.data.sets import Digits
+
+    return Scheme(data=Digits(image=(1, 4, 4), classes=3), epsilon=0.1, goal=goal, epochs=1, **fields)
+
+
+def test_a_training_step_bounds_with_the_clean_batchs_statistics():
+    """The step's Box loss is IBP of the network whose BatchNorms are the affine maps of the clean batch's
+    statistics (computed here by a separate pass), and the running statistics take in one batch a step."""
+    net = bn_network()
+    x = torch.rand(8, 1, 4, 4)
+    y = torch.randint(0, 3, (8,))
+    loss = LossModule(net, scheme(BoxGoal()), (0.0, 1.0))(x, y, 0.0, torch.Generator().manual_seed(0))
+    assert [int(m.num_batches_tracked) for m in net.modules() if isinstance(m, BatchNorm)] == [1, 1]
+    assert all(m.fixed is None for m in net.modules() if isinstance(m, BatchNorm))
+    with fixed_statistics(net):
+        measure(net, x, update=False)
+        box = Box.from_bounds((x - 0.1).clamp(min=0), (x + 0.1).clamp(max=1))
+        expected = worst_case_loss(net.abstract(box, AbstractContext(training=True)), y).mean()
+    assert torch.allclose(loss, expected)
+
+
+def test_centres_take_each_abstract_parts_statistics_from_its_boxes():
+    """`bn_stats = "centres"`: a Sub-scaled box around the clean batch has the clean batch's centres, so
+    the loss equals the clean one; a Point part keeps the clean statistics either way."""
+    net = bn_network()
+    x = torch.rand(8, 1, 4, 4) * 0.6 + 0.2  # no clipping: the box centres are the images
+    y = torch.randint(0, 3, (8,))
+    goal = Mix(Point(), BoxGoal(), 0.5)
+    losses = [
+        LossModule(net, scheme(goal, bn_stats=stats), (0.0, 1.0))(x, y, 0.0, torch.Generator().manual_seed(0))
+        for stats in ("clean", "centres")
+    ]
+    assert torch.allclose(losses[0], losses[1])
+    near_zero = torch.rand(8, 1, 4, 4) * 0.1  # clipped at 0: the boxes' centres are not the images
+    loss = LossModule(net, scheme(BoxGoal(), bn_stats="centres"), (0.0, 1.0))(
+        near_zero, y, 0.0, torch.Generator().manual_seed(0)
+    )
+    box = Box.from_bounds((near_zero - 0.1).clamp(min=0), near_zero + 0.1)
+    with fixed_statistics(net):
+        measure(net, box.center, update=False)
+        expected = worst_case_loss(net.abstract(box, AbstractContext(training=True)), y).mean()
+        measure(net, near_zero, update=False)
+        clean = worst_case_loss(net.abstract(box, AbstractContext(training=True)), y).mean()
+    assert torch.allclose(loss, expected) and not torch.allclose(loss, clean)
+
+
+def test_precise_bn_averages_the_statistics_of_the_training_batches():
+    net = bn_network().eval()
+    x = torch.rand(30, 1, 4, 4)
+    reestimate_statistics(net, x, batch=10)
+    assert not net.training
+    means = [net[0](x[i : i + 10]).mean((0, 2, 3)) for i in (0, 10, 20)]
+    assert torch.allclose(net[1].running_mean, torch.stack(means).mean(0), atol=1e-6)
+    variances = [net[0](x[i : i + 10]).var((0, 2, 3), unbiased=True) for i in (0, 10, 20)]
+    assert torch.allclose(net[1].running_var, torch.stack(variances).mean(0), atol=1e-6)
+    assert int(net[1].num_batches_tracked) == 3
+
+
+def test_a_scheme_with_precise_bn_trains_and_keeps_the_running_statistics_of_the_whole_set():
+    torch.set_num_threads(1)
+    net = bn_network()
+    data = TensorData(
+        torch.rand(40, 1, 4, 4),
+        torch.randint(0, 3, (40,)),
+        torch.rand(8, 1, 4, 4),
+        torch.zeros(8, dtype=torch.long),
+        3,
+    )
+    trainer = Trainer(net, scheme(BoxGoal(), precise_bn=True, batch=10), data)
+    row = trainer.train_epoch(0)
+    assert row["loss"] > 0 and int(net[1].num_batches_tracked) == 1  # the 40 images: one batch of 100
+    expected = net[0](data.train_x).mean((0, 2, 3))
+    assert torch.allclose(net[1].running_mean, expected, atol=1e-5)
+    result = F.softmax(net.eval()(data.test_x), 1)
+    assert result.shape == (8, 3)
+
+
+def test_branch_and_bound_certifies_a_batchnorm_network_soundly_and_quietly():
+    """Its trained affine parameters require gradients: the search's rounding bounds must not read them as
+    graph nodes (torch warned on every image) and every verified image holds at sampled points."""
+    import warnings
+
+    from daic.runtime.certification.certify import certify
+    from daic.runtime.certification.complete import BranchAndBound
+
+    net = bn_network().double().eval()
+    generator = torch.Generator().manual_seed(4)
+    for layer in net.modules():
+        if isinstance(layer, BatchNorm):
+            layer.running_mean.uniform_(-0.5, 0.5, generator=generator)
+            layer.running_var.uniform_(0.5, 2.0, generator=generator)
+    x = torch.rand((6, 1, 4, 4), generator=generator, dtype=torch.float64)
+    y = net(x).argmax(1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        outcomes = certify(net, [BranchAndBound(timeout=20)], x, y, 0.05, (0.0, 1.0))
+    assert {o.status for o in outcomes} <= {"verified", "falsified"}
+    verified = [o.index for o in outcomes if o.status == "verified"]
+    assert verified
+    for i in verified:
+        points = x[i] + (torch.rand((200, 1, 4, 4), generator=generator, dtype=torch.float64) * 2 - 1) * 0.05
+        assert bool((net(points.clamp(0, 1)).argmax(1) == y[i]).all())
