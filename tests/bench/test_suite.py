@@ -95,6 +95,7 @@ def test_taps_goes_before_the_first_linear_layer():
     assert methods.with_taps(text, 8).splitlines()[2:4] == ["TAPS steps=8", "Linear out=8"]
 
 
+@pytest.mark.slow
 def test_crown_section_certifies_and_measures_without_the_peer():
     command = [sys.executable, str(BENCH / "suite.py"), "--device", "cpu", "--threads", "1", "--no-lirpa"]
     command += ["--sections", "crown", "--crown-nets", "convsmall", "--crown-images", "2"]

@@ -24,7 +24,12 @@ def reduced(path: Path):
     return network
 
 
-@pytest.mark.parametrize("path", NETS, ids=lambda p: p.stem)
+# The TAPS variants of CNN7 are CNN7 with a layer that is the identity outside training: slow suite only.
+@pytest.mark.parametrize(
+    "path",
+    [pytest.param(p, marks=[pytest.mark.slow] if "taps" in p.stem else []) for p in NETS],
+    ids=lambda p: p.stem,
+)
 def test_stdlib_network_lowers_and_is_sound(path):
     torch.manual_seed(0)
     network = reduced(path)

@@ -114,6 +114,7 @@ def test_a_run_of_two_processes_resumes_in_one(runs):
     assert_same_training(root / "one3", root / "two_then_one")
 
 
+@pytest.mark.slow
 def test_a_run_of_one_process_resumes_in_two(runs):
     root, scheme, _ = runs
     shutil.copytree(root / "one2", root / "one_then_two")

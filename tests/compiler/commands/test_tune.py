@@ -143,7 +143,8 @@ def states(out: Path) -> dict[int, str]:
     return {t.number: t.state.name for t in loaded.trials}
 
 
-@pytest.mark.parametrize("signal_name", ["SIGKILL", "SIGTERM"])
+# Both signals in the slow suite; the default one keeps SIGKILL, after which nothing of the study runs.
+@pytest.mark.parametrize("signal_name", ["SIGKILL", pytest.param("SIGTERM", marks=pytest.mark.slow)])
 def test_a_killed_study_continues_and_its_cut_trial_does_not_count(tmp_path, signal_name):
     study = write_study(tmp_path, trials=2)
     out = tmp_path / "runs"
