@@ -179,7 +179,9 @@ DECLARATIONS = [
                 low=0,
             ),
         ),
-        "Complete verification: PGD from 32 random starts first, then alpha-CROWN at the root (each "
+        "Complete verification: a targeted attack first (four trajectories from random starts towards each "
+        "other class, each pushing that margin below zero, as alpha-beta-CROWN attacks), then alpha-CROWN at "
+        "the root (each "
         "layer's unstable neurons bounded with the earlier ReLUs' slopes optimised, then the margins), then "
         "branch and bound over ReLU splits of the margins the root leaves open (the neuron whose upper "
         "relaxation costs most first, BaBSR's score), each subdomain bounded by CROWN with its split neurons "
