@@ -1,5 +1,6 @@
-"""The Python API (`import daic`): docs/python.md's example runs as written, and each function answers as its
-command does, a user's mistake a `daic.DaicError` with the command's message."""
+"""The Python API (`import daic`): the README's example (docs/python.md shows the same) runs as written,
+and each function answers as its command does, a user's mistake a `daic.DaicError` with the command's
+message."""
 
 from __future__ import annotations
 
@@ -19,13 +20,13 @@ torch.set_num_threads(1)
 
 
 def test_the_documented_example_runs(tmp_path, monkeypatch, capsys):
-    text = (ROOT / "docs" / "python.md").read_text()
-    code = re.search(r"^# Python: .*?```python\n(.*?)```", text, re.S).group(1)
+    code = re.search(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S).group(1)
+    assert re.search(r"```python\n(.*?)```", (ROOT / "docs" / "python.md").read_text(), re.S).group(1) == code
     for folder in ("examples", "stdlib"):
         (tmp_path / folder).symlink_to(ROOT / folder)
     monkeypatch.chdir(tmp_path)
     scope: dict = {}
-    exec(compile(code, "docs/python.md", "exec"), scope)
+    exec(compile(code, "README.md", "exec"), scope)
     assert scope["errors"] == []
     assert scope["summary"]["epochs"] == 2 and (tmp_path / "runs" / "api" / "checkpoint.pt").exists()
     outcomes = scope["outcomes"]
