@@ -83,7 +83,6 @@ def reference_markdown() -> str:
     code with its summary and why it is reported (as `daic explain` gives them). Markdown, in the registry's
     order and the codes' order, so that the same registry always gives the same text."""
     from daic.compiler.checking.codes import every_code
-    from daic.compiler.commands.explain import examples
     from daic.compiler.constructors import REGISTRY
 
     categories = [c for c in Category if REGISTRY.of_category(c)]
@@ -108,7 +107,15 @@ def reference_markdown() -> str:
         lines += ["", f"## {category.title}"]
         for decl in REGISTRY.of_category(category):
             lines += _block_fields(decl) if category in BLOCK_CATEGORIES else _constructor(decl)
-    lines += [
+    lines += _codes_section(codes)
+    return "\n".join(lines) + "\n"
+
+
+def _codes_section(codes: list) -> list[str]:
+    """Every diagnostic code with its severity, summary and why each of its golden examples is reported."""
+    from daic.compiler.commands.explain import examples
+
+    lines = [
         "",
         "## Diagnostic codes",
         "",
@@ -126,7 +133,7 @@ def reference_markdown() -> str:
                 "",
                 f"Example: [`{example.name}`]({GOLDEN_LINK}{example.name}).",
             ]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def _constructor(decl: Constructor) -> list[str]:
