@@ -181,6 +181,24 @@ def dataset_named(name: object, given: bool) -> Built:
     )
 
 
+def _write_checked(model, example, staged: Path) -> None:
+    """The network exported to `staged` (a batch dimension of any size) and passed by onnx's checker."""
+    import onnx
+    import torch
+
+    torch.onnx.export(
+        model,
+        (example,),
+        str(staged),
+        dynamo=True,
+        verbose=False,
+        input_names=["input"],
+        output_names=["logits"],
+        dynamic_shapes=({0: torch.export.Dim("batch")},),
+    )
+    onnx.checker.check_model(onnx.load(str(staged)))
+
+
 def export_onnx(model, input_shape: tuple[int, ...], path: Path) -> float:
     """Write the concrete network as ONNX (abstract layers are the identity there; BatchNorm is folded into
     the convolution or linear layer before it), check it with onnx's checker, and compare onnxruntime's output
@@ -190,7 +208,7 @@ def export_onnx(model, input_shape: tuple[int, ...], path: Path) -> float:
     import torch
 
     try:
-        import onnx
+        import onnx  # noqa: F401  (the exporter's dependencies, checked before anything is written)
     except ImportError:
         message = "exporting needs the onnx packages: pip install 'daic[onnx]'"
         raise CommandError(message, exit_code=2) from None
@@ -207,17 +225,7 @@ def export_onnx(model, input_shape: tuple[int, ...], path: Path) -> float:
         raise CommandError(f"cannot write {path}: {exc.strerror or exc}", exit_code=2) from None
     staged = work / path.name
     try:
-        torch.onnx.export(
-            model,
-            (example,),
-            str(staged),
-            dynamo=True,
-            verbose=False,
-            input_names=["input"],
-            output_names=["logits"],
-            dynamic_shapes=({0: torch.export.Dim("batch")},),
-        )
-        onnx.checker.check_model(onnx.load(str(staged)))
+        _write_checked(model, example, staged)
         difference = _compare_with_onnxruntime(model, staged, input_shape)
         for made in sorted(work.iterdir(), key=lambda p: p == staged):  # the model last: it names the rest
             os.replace(made, path.parent / made.name)
