@@ -179,6 +179,7 @@ def _targeted(
     x = low + (high - low) * noise
     best_x, best_m = x.clone(), torch.full(y.shape, math.inf, dtype=low.dtype, device=low.device)
     momentum = torch.zeros_like(x)
+    slots = int(image.max()) + 1  # read once: the loop below waits for the device only for its stop test
     for s in range(steps + 1):
         x = x.detach().requires_grad_(True)
         with torch.enable_grad():
@@ -190,7 +191,7 @@ def _targeted(
         better = least < best_m
         best_x = torch.where(better.view(-1, *[1] * (x.dim() - 1)), x.detach(), best_x)
         best_m = torch.minimum(best_m, least)
-        if grad is None or _every_image_fooled(image, best_m):
+        if grad is None or _every_image_fooled(image, best_m, slots):
             break
         momentum = 0.9 * momentum + 0.1 * grad
         size = eps / 4 * 0.99**s / (1 - 0.9 ** (s + 1))
@@ -198,11 +199,10 @@ def _targeted(
     return best_x, best_m
 
 
-def _every_image_fooled(image: Tensor, margins: Tensor) -> bool:
-    """Whether each image among `image` has a trajectory whose best margin is below zero."""
-    fooled = torch.zeros(int(image.max()) + 1, device=image.device).index_add_(
-        0, image, (margins < 0).float()
-    )
+def _every_image_fooled(image: Tensor, margins: Tensor, slots: int) -> bool:
+    """Whether each image among `image` (numbers below `slots`) has a trajectory whose best margin is below
+    zero."""
+    fooled = torch.zeros(slots, device=image.device).index_add_(0, image, (margins < 0).float())
     return bool((fooled[image] > 0).all())
 
 
