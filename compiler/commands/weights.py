@@ -217,7 +217,7 @@ def export_onnx(model, input_shape: tuple[int, ...], path: Path) -> float:
     model = fold_batch_norms(model)  # test-time BatchNorm is affine: folded into the layer before it
     # CPU: the network is exported from the host, where its checkpoint was loaded
     example = torch.rand(2, *input_shape)
-    model = _broadcast_normalizations(model, example)
+    model = _normalizations_as_layers(model, example)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         work = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
@@ -236,45 +236,55 @@ def export_onnx(model, input_shape: tuple[int, ...], path: Path) -> float:
     return difference
 
 
-def _broadcast_normalizations(model, example):
-    """A copy of the network whose Normalize layers subtract and divide by constants of their input's whole
-    shape (1, C, H, W), not (1, C, 1, 1): auto_LiRPA's "patches" mode, alpha-beta-CROWN's default, fails on
-    the broadcast of a per-channel constant against a convolution's patches (`size of tensor a (25088) must
-    match the size of tensor b (28)` on MNIST ConvBig), and reads the whole-shape one. The same function."""
+def _normalizations_as_layers(model, example):
+    """A copy of the network whose Normalize layers are affine layers of the same function: a 1x1
+    convolution of weight ``diag(1 / std)`` and bias ``-mean / std`` on images (Conv1d on sequences, a
+    diagonal Linear on vectors). alpha-beta-CROWN's default "patches" mode reads a convolution, but fails
+    on every form of a constant Sub/Div or Mul/Add tried on MNIST ConvSmall and ConvBig (per channel,
+    scalar, the input's whole shape: `size of tensor a (25088) must match the size of tensor b (28)`,
+    `const.ndim == 4`); folding into the first convolution is exact only without padding."""
     import copy
 
     import torch
-    from torch import nn
 
     from daic.runtime.layers.affine import Normalize
 
-    class Broadcast(nn.Module):
-        def __init__(self, layer: Normalize, shape: tuple[int, ...]) -> None:
-            super().__init__()
-            per_channel = (1, -1, *[1] * (len(shape) - 1))
-            self.register_buffer("mean", layer.mean.reshape(per_channel).expand(1, *shape).clone())
-            self.register_buffer("std", layer.std.reshape(per_channel).expand(1, *shape).clone())
-
-        def forward(self, x):
-            return (x - self.mean) / self.std
-
     model = copy.deepcopy(model)
-    shapes: dict[int, tuple[int, ...]] = {}
-    layers = [m for m in model.modules() if isinstance(m, Normalize)]
+    ranks: dict[int, int] = {}
+    found = [m for m in model.modules() if isinstance(m, Normalize)]
 
     def record(layer, args) -> None:  # a pre-hook that returns nothing leaves the input as it is
-        shapes.setdefault(id(layer), tuple(args[0].shape[1:]))
+        ranks.setdefault(id(layer), args[0].dim() - 1)
 
-    probes = [layer.register_forward_pre_hook(record) for layer in layers]
+    probes = [layer.register_forward_pre_hook(record) for layer in found]
     with torch.no_grad():
         model(example)
     for probe in probes:
         probe.remove()
     for parent in list(model.modules()):
         for name, child in list(parent.named_children()):
-            if isinstance(child, Normalize) and id(child) in shapes:
-                setattr(parent, name, Broadcast(child, tuple(shapes[id(child)])))
+            if isinstance(child, Normalize) and ranks.get(id(child)) in _AFFINE_LAYERS:
+                setattr(parent, name, _as_affine_layer(child, ranks[id(child)]))
     return model
+
+
+_AFFINE_LAYERS = {1: "Linear", 2: "Conv1d", 3: "Conv2d"}
+"""The layer that computes a Normalize on inputs of each rank (channels, then the rest)."""
+
+
+def _as_affine_layer(layer, rank: int):
+    """`layer` (a Normalize) as `_AFFINE_LAYERS[rank]`: weight ``diag(1 / std)``, bias ``-mean / std``."""
+    import torch
+    from torch import nn
+
+    scale = 1.0 / layer.std.double()
+    c = len(scale)
+    kind = getattr(nn, _AFFINE_LAYERS[rank])
+    affine = (kind(c, c) if rank == 1 else kind(c, c, 1)).to(layer.std.dtype)
+    with torch.no_grad():
+        affine.weight.copy_(torch.diag(scale).reshape(affine.weight.shape))
+        affine.bias.copy_(-layer.mean.double() * scale)
+    return affine
 
 
 def _compare_with_onnxruntime(model, path: Path, input_shape: tuple[int, ...]) -> float:
