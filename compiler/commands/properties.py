@@ -163,14 +163,16 @@ def decide(
     _check_sizes(instance, prop, certifier)
     started = time.perf_counter()
     statuses, best, by = [], math.inf, None
+    searched: dict[str, Any] = {}  # the last search's effort (`Outcome.search`), for the record
     for region in prop.regions:
         remaining = instance.timeout - (time.perf_counter() - started)
         outcome = _certify(region, certifier, _within(steps, remaining), index)
+        searched = {"search": outcome.search} if outcome.search is not None else searched
         if outcome.status == "falsified":
             witness = _witness(outcome.witness, region, prop, certifier)
             if witness is not None:
                 row = _row(index, instance, "falsified", outcome.by, outcome.margin, started)
-                return row | {"witness": witness}
+                return row | searched | {"witness": witness}
             outcome.status, outcome.message = "unknown", "a point found does not satisfy the property exactly"
         statuses.append(outcome.status)
         if outcome.margin is not None:
@@ -181,7 +183,7 @@ def decide(
     row = _row(index, instance, status, by if status == "verified" else None, _finite(best), started)
     if status == "unknown" and any(step.complete for step in steps):
         row["result"] = "timeout"
-    return row
+    return row | searched
 
 
 def _finite(value: float) -> float | None:

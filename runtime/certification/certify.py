@@ -50,6 +50,7 @@ class Outcome:
     seconds: float = 0.0
     message: str | None = None
     witness: Tensor | None = None  # falsified: the point (an input of the network) that falsified it
+    search: dict[str, float] | None = None  # a complete step's effort (`complete.BranchAndBound`'s)
 
     def record(self) -> dict[str, object]:
         """The outcome as one JSON object (a line of `daic verify --out`)."""
@@ -57,6 +58,8 @@ class Outcome:
         row |= {"domain": self.by, "margin": self.margin, "seconds": round(self.seconds, 6)}
         if self.message is not None:
             row["message"] = self.message
+        if self.search is not None:
+            row["search"] = self.search
         return row
 
 

@@ -128,6 +128,15 @@ def test_branch_and_bound_decides_what_crown_leaves_open():
         truth = exact_least_margin(net, lower, upper, int(y[i]))
         assert outcome.by == "BranchAndBound(timeout=30, batch=4, steps=0)" or outcome.status == "falsified"
         assert (outcome.status == "verified") == (truth > 0), (outcome.record(), truth)
+    # What each search did is in its record: a verified image's subdomains are all closed, split pairwise.
+    split = [o.record()["search"] for o in outcomes if o.status == "verified" and o.search is not None]
+    assert split, "the test needs an image verified by splitting"
+    for effort in split:
+        assert effort["open"] == 0 and effort["subdomains"] >= 2 and effort["subdomains"] % 2 == 0
+        assert 1 <= effort["depth"] <= effort["subdomains"] / 2 and 0 <= effort["root_seconds"] < 30
+        # The attack before the search, and others from new starts as splitting takes time.
+        assert effort["attacks"] >= 1
+    assert max(effort["attacks"] for effort in split) >= 2
 
 
 def test_a_search_is_labelled_with_every_argument_that_differs_from_its_default():
