@@ -178,6 +178,15 @@ DECLARATIONS = [
                 "(0: none; the search's own bounds take `steps`).",
                 low=0,
             ),
+            Param(
+                "candidates",
+                INT,
+                3,
+                "Neurons tried per subdomain before it is split: the best-scored few, each one's two "
+                "children bounded by CROWN, and the one whose worse child is bounded highest split "
+                "(filtered smart branching, as alpha-beta-CROWN's kfsb); 1: the score alone decides.",
+                low=1,
+            ),
         ),
         "Complete verification: a targeted attack first (four trajectories from random starts towards each "
         "other class, each pushing that margin below zero, as alpha-beta-CROWN attacks), then alpha-CROWN at "

@@ -81,12 +81,13 @@ def exact_least_margin(net: Sequential, lower: torch.Tensor, upper: torch.Tensor
     return best
 
 
-# The search as configured by default (the root refined, children warm-started from their parents), without
-# the root's refinement, and without any optimisation (plain CROWN on every subdomain).
-SEARCHES = [{}, {"root_steps": 0}, {"steps": 0, "root_steps": 0}]
+# The search as configured by default (the root refined, children warm-started from their parents, each
+# split chosen among three candidates by bounding their children), without the root's refinement, without
+# any optimisation (plain CROWN on every subdomain), and splitting on the best score alone.
+SEARCHES = [{}, {"root_steps": 0}, {"steps": 0, "root_steps": 0}, {"candidates": 1}]
 
 
-@pytest.mark.parametrize("search", SEARCHES, ids=["default", "no-root-steps", "crown-only"])
+@pytest.mark.parametrize("search", SEARCHES, ids=["default", "no-root-steps", "crown-only", "score-only"])
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_branch_and_bound_agrees_with_every_activation_pattern(seed, search):
     net = blob_network(seed)
@@ -141,8 +142,8 @@ def test_branch_and_bound_decides_what_crown_leaves_open():
 
 def test_a_search_is_labelled_with_every_argument_that_differs_from_its_default():
     assert BranchAndBound().label == "BranchAndBound"
-    assert BranchAndBound(timeout=20, root_steps=0, lr_beta=0.01).label == (
-        "BranchAndBound(timeout=20, lr_beta=0.01, root_steps=0)"
+    assert BranchAndBound(timeout=20, root_steps=0, lr_beta=0.01, candidates=1).label == (
+        "BranchAndBound(timeout=20, lr_beta=0.01, root_steps=0, candidates=1)"
     )
 
 
