@@ -5,8 +5,10 @@ not data): each operator becomes a layer of a `.net` file (`ImportedLayer`), and
 two paths must meet again at an `Add`, which is a residual block (`ParNet1`/`ParNet2`/`ParSum`), or at a
 `Concat` along the channels, a skip block (`SkipNet1`/`SkipNet2`/`SkipCat`, DenseNet's; either
 path possibly empty). Runs of element-wise constant arithmetic (`Sub`, `Div`, `Mul`, `Add` of constants:
-a normalisation) become one `Normalize`, and the `Add` of a constant after a `MatMul` is that linear layer's
-bias. Any other operator, or a graph of another shape, is an `ImportFailure` naming the node.
+a normalisation) become one `Normalize`, as does a first layer of diagonal weight `diag(1 / std)` (a 1x1
+convolution or a square linear layer: the form `daic export` writes), and the `Add` of a constant after a
+`MatMul` is that linear layer's bias. Any other operator, or a graph of another shape, is an
+`ImportFailure` naming the node.
 """
 
 from __future__ import annotations

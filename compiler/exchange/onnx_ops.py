@@ -64,9 +64,26 @@ def conv(graph, node, value: str, items: list[Item]) -> None:
         tensors["bias"] = graph.constant(node.input[2], node)
     params = {"filters": int(weight.shape[0]), "kernel_size": window["kernel_size"]}
     params |= {"stride": window["stride"], "padding": window["padding"]}
+    pointwise = weight.shape[2:] == (1, 1) and window["stride"] == [1, 1] and not np.any(window["padding"])
+    first = pointwise and not items  # a pointwise first layer may be a Normalize
+    normalize = _as_normalize(weight[:, :, 0, 0], tensors.get("bias"), node) if first else None
+    if normalize is not None:
+        items.append(normalize)  # the form `daic export` writes a Normalize in
+        return
     if "bias" not in tensors:
         params["bias"] = False
     items.append(ImportedLayer("Conv2D", params, tensors, node_name(node)))
+
+
+def _as_normalize(weight: np.ndarray, bias: np.ndarray | None, node) -> ImportedLayer | None:
+    """A first layer of weight ``diag(1 / std)`` (std positive) and bias ``-mean / std`` as the Normalize
+    it computes; None for any other weight."""
+    w = weight.astype(np.float64)
+    scale = np.diag(w) if w.ndim == 2 and w.shape[0] == w.shape[1] else None
+    if scale is None or np.any(w != np.diag(scale)) or np.any(scale <= 0):
+        return None
+    shift = np.zeros_like(scale) if bias is None else bias.astype(np.float64).reshape(-1)
+    return ImportedLayer("Normalize", {"mean": -shift / scale, "std": 1 / scale}, {}, node_name(node))
 
 
 def gemm(graph, node, value: str, items: list[Item]) -> None:
@@ -95,6 +112,10 @@ def _linear(graph, node, value: str, tensors: dict[str, np.ndarray], items: list
         raise _refuse(
             node, f"its input has shape {list(shape)}: daic's Linear reads a vector (flatten first)"
         )
+    normalize = None if items else _as_normalize(tensors["weight"], tensors.get("bias"), node)
+    if normalize is not None:
+        items.append(normalize)  # the form `daic export` writes a Normalize on vectors in
+        return
     params: dict[str, Any] = {"out": int(tensors["weight"].shape[0])}
     if "bias" not in tensors:
         params["bias"] = False
