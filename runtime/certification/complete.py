@@ -8,15 +8,16 @@ bounds clamped (their relaxation becomes exact, and every later layer's intermed
 from them), then alpha-CROWN's slopes and beta-CROWN's multipliers of the split constraints are optimised
 together for a few Adam steps from its parent's best ones (Wang et al. 2021): the bound of a subdomain is
 then its exact minimum over the relaxation at the optimum. Only the margins the root leaves open are
-bounded on subdomains. Subdomains whose bounds are all positive are done; the others are split again on
-the neuron whose upper relaxation costs their bound most (the intercept score of BaBSR, Bunel et al.
-2020), worst subdomain first, a batch of them at a time.
+bounded on subdomains. Subdomains whose bounds are all positive are done; the others are split again,
+worst subdomain first, a batch of them at a time, on one of the few neurons whose upper relaxation costs
+their bound most (the intercept score of BaBSR, Bunel et al. 2020): the one whose worse child CROWN
+bounds highest (filtered smart branching).
 
 A subdomain with no unstable neuron left is decided exactly: the network is affine on it, and a linear
 program (HiGHS, through scipy) over the input box and the split constraints gives its least margin; this
-makes the search complete. A falsification is only ever a point the network was run on: one found by PGD
-from many starts before the search, the minimiser of a subdomain's linear bound (a corner of the box) or
-of its linear program, misclassified.
+makes the search complete. A falsification is only ever a point the network was run on: one found by
+targeted attacks from many starts before and while the search splits, the minimiser of a subdomain's
+linear bound (a corner of the box) or of its linear program, misclassified.
 """
 
 from __future__ import annotations
