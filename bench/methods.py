@@ -21,7 +21,7 @@ from daic.compiler.checking.expressions import check_expression
 from daic.compiler.lower import lower_value
 from daic.compiler.types import GOAL
 from daic.runtime.data.tensors import TensorData
-from daic.runtime.training.goals import IFGSM, PGD, Goal
+from daic.runtime.training.goals import Goal, IFGSMPoint, PGDPoint
 from daic.runtime.training.schedules import Lin
 from daic.runtime.training.scheme import Scheme
 from daic.runtime.training.trainer import LossModule
@@ -49,7 +49,7 @@ METHODS = (
     Method("TAPS", "Box", taps=True),
 )
 BASE, BOX = "concrete", "IBP"
-ATTACKS = (PGD, IFGSM)
+ATTACKS = (PGDPoint, IFGSMPoint)
 FROZEN = " (search aside)"
 
 

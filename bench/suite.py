@@ -322,7 +322,7 @@ def ddp_child(name: str, steps: int) -> None:
     from daic.runtime.data.sets import Dataset
     from daic.runtime.data.tensors import TensorData
     from daic.runtime.training.distributed import join
-    from daic.runtime.training.goals import Box
+    from daic.runtime.training.goals import EpsBox
     from daic.runtime.training.optim import SGD
     from daic.runtime.training.scheme import Scheme
     from daic.runtime.training.trainer import Trainer
@@ -332,7 +332,7 @@ def ddp_child(name: str, steps: int) -> None:
     work = W.WORKLOADS[name]
     x, y = W.inputs(name, work.batch * steps)
     data = TensorData(x, y, x[:1], y[:1], 10)
-    scheme = Scheme(Dataset(), work.epsilon, Box(), 2, batch=work.batch, optimizer=SGD(lr=0.01))
+    scheme = Scheme(Dataset(), work.epsilon, EpsBox(), 2, batch=work.batch, optimizer=SGD(lr=0.01))
     trainer = Trainer(W.build(name), scheme, data, group=group, log_every=10**9)
     trainer.train_epoch(0)
     result = trainer.train_epoch(1)

@@ -23,7 +23,7 @@ from torch import Tensor, nn
 from daic.compiler.checking.network import analyze_net
 from daic.compiler.lower import lower_network
 from daic.dsl.parser import parse_net
-from daic.runtime import AbstractContext, Box, HybridZonotope, ibp_init_
+from daic.runtime import AbstractContext, Box, HybridZonotope, ibp_init_, trace
 from daic.runtime.certification.evaluate import Verify, evaluate
 from daic.runtime.certification.verification import HBoxBound
 from daic.runtime.domains import Symbolic
@@ -110,8 +110,9 @@ def daic_steps(model: nn.Module, x: Tensor, y: Tensor, eps: float) -> dict[str, 
         def step() -> None:
             model.zero_grad(set_to_none=True)
             ctx = AbstractContext(training=True, t=0.0)
-            loss = read.loss(model.abstract(make(lower, upper), ctx), y).mean()
-            for extra in ctx.losses:
+            run = trace(model, make(lower, upper), ctx)
+            loss = read.loss(run.output, y).mean()
+            for extra in run.step_losses(ctx):
                 loss = loss + extra
             loss.backward()
 

@@ -2,7 +2,8 @@
 
 It imports nothing else of daic. A network is built from the layer classes (ordinary ``nn.Module``s, so the
 concrete network trains and exports like any PyTorch model); ``net.abstract(value, ctx)`` runs it on a
-`Box` or `HybridZonotope` under an `AbstractContext`.
+`Box` or `HybridZonotope` under an `AbstractContext`, and ``trace(net, value, ctx)`` also keeps what reached
+each layer.
 """
 
 from daic.runtime.context import AbstractContext
@@ -27,10 +28,12 @@ from daic.runtime.layers import (
     Linear,
     MaxPool2D,
     Normalize,
+    Pass,
     ReLU,
     Residual,
     Sequential,
     deep_loss,
+    trace,
 )
 from daic.runtime.training.init import ibp_init_
 from daic.runtime.training.schedules import Const, Lin, Schedule, Until, as_schedule
@@ -60,6 +63,7 @@ __all__ = [
     "Linear",
     "MaxPool2D",
     "Normalize",
+    "Pass",
     "ReLU",
     "Residual",
     "Schedule",
@@ -72,4 +76,5 @@ __all__ = [
     "deep_loss",
     "ibp_init_",
     "lower_upper",
+    "trace",
 ]

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
-from torch import Tensor
+from dataclasses import dataclass
 
 RELU_VARIANTS = ("hybrid", "deepz")
 
 
-@dataclass
+@dataclass(frozen=True)
 class AbstractContext:
     """Passed to every layer's ``abstract(value, ctx)``.
 
@@ -18,16 +16,14 @@ class AbstractContext:
     - ``t``: training time as a fractional epoch, the argument of every schedule (DeepLoss's weight).
     - ``relu``: the hybrid-zonotope ReLU transformer, ``"hybrid"`` (the reference DiffAI transformer) or
       ``"deepz"`` (the minimal-area zonotope relaxation). Boxes always use the exact interval ReLU.
-    - ``losses``: DeepLoss appends its weighted loss terms here; the training loop adds them to its loss.
-    - ``relu_inputs``: when a list, each ReLU appends its input: a box, or for a hybrid zonotope without
-      correlated terms the box of its head and beta, else the element (the warm-up regularisers read them).
+
+    It holds settings only: what a pass yields besides its output (a layer's step loss, the bounds that
+    reached each ReLU) is read from the pass itself (`layers.base.trace`), never collected here.
     """
 
     training: bool = False
     t: float = 0.0
     relu: str = "hybrid"
-    losses: list[Tensor] = field(default_factory=list)
-    relu_inputs: list | None = None
 
     def __post_init__(self) -> None:
         if self.relu not in RELU_VARIANTS:

@@ -9,9 +9,18 @@ RT_GOALS = "daic.runtime.training.goals:"
 RT_SCHEDULES = "daic.runtime.training.schedules:"
 
 
-def _goal(name, doc, *params, forms=(), several=False):
+def _goal(name, doc, *params, forms=(), several=False, runtime=None):
+    """A goal; `runtime` names its class where the language's name would say something else there (the
+    goal `Box` is `EpsBox`: `Box` is the interval domain's value)."""
     return Constructor(
-        name, Category.GOAL, GOAL, tuple(params), doc, RT_GOALS + name, forms=forms, several=several
+        name,
+        Category.GOAL,
+        GOAL,
+        tuple(params),
+        doc,
+        RT_GOALS + (runtime or name),
+        forms=forms,
+        several=several,
     )
 
 
@@ -51,6 +60,7 @@ DECLARATIONS = [
         "IFGSM_k: trains on the adversarial example found by k iterations of FGSM inside the box, with "
         "cross-entropy (Table 2). The paper's IFGSM_k is written IFGSM(k) or IFGSM_k.",
         Param("k", INT, doc="Iterations.", low=1, subscript=True),
+        runtime="IFGSMPoint",
     ),
     _goal(
         "PGD",
@@ -66,11 +76,13 @@ DECLARATIONS = [
             "step", FLOAT, 0.5, "The first steps' size, relative to the box's radius.", low=0, low_open=True
         ),
         Param("restarts", INT, 1, "Random starts.", low=1),
+        runtime="PGDPoint",
     ),
     _goal(
         "Box",
         "Propagates the box <(l + u)/2, (u - l)/2, 0> and trains on the worst-case logits of its "
         "concretization with cross-entropy (Table 2; IBP's loss).",
+        runtime="EpsBox",
     ),
     _goal(
         "CROWNIBP",

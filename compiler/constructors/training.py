@@ -85,7 +85,7 @@ DECLARATIONS = [
         ),
         "Accuracy under the momentum iterative FGSM attack (the paper: mu 0.8, 20 iterations, "
         "step 0.0031373).",
-        RT_EVAL + "MIFGSM",
+        RT_EVAL + "MIFGSMAccuracy",
     ),
     Constructor(
         "PGD",
@@ -97,7 +97,7 @@ DECLARATIONS = [
             Param("restarts", INT, 1, "Random restarts.", low=1),
         ),
         "Accuracy under projected gradient descent with random starts.",
-        RT_EVAL + "PGD",
+        RT_EVAL + "PGDAccuracy",
     ),
     Constructor(
         "Verify",

@@ -49,7 +49,7 @@ class Accuracy(Test):
             return correct(model(x), y)
 
 
-class MIFGSM(Test):
+class MIFGSMAccuracy(Test):
     column = "MI-FGSM"
 
     def __init__(self, k: int = 20, mu: float = 0.8, step: float | None = None) -> None:
@@ -61,7 +61,7 @@ class MIFGSM(Test):
             return correct(model(adv), y)
 
 
-class PGD(Test):
+class PGDAccuracy(Test):
     column = "PGD"
 
     def __init__(self, k: int = 20, step: float | None = None, restarts: int = 1) -> None:

@@ -2,7 +2,7 @@
 
 from daic.runtime.layers.activation import ReLU, relu_box, relu_deepz, relu_hybrid
 from daic.runtime.layers.affine import Conv2D, Flatten, Linear, Normalize
-from daic.runtime.layers.base import AbstractLayer, AbstractMixin
+from daic.runtime.layers.base import AbstractLayer, AbstractMixin, Pass, trace
 from daic.runtime.layers.containers import Concat, Residual, Sequential
 from daic.runtime.layers.correlation import CorrelateAll, CorrelateFixed, CorrelateMax, CorrelateMaxPool
 from daic.runtime.layers.decorrelation import Concretize, DecorrelateAll, DecorrelateMin
@@ -32,6 +32,7 @@ __all__ = [
     "Linear",
     "MaxPool2D",
     "Normalize",
+    "Pass",
     "ReLU",
     "Residual",
     "Sequential",
@@ -39,4 +40,5 @@ __all__ = [
     "relu_box",
     "relu_deepz",
     "relu_hybrid",
+    "trace",
 ]

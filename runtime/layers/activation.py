@@ -172,13 +172,9 @@ class ReLU(AbstractMixin, nn.Module):
         return F.relu(x)
 
     def abstract_box(self, x: Box, ctx: AbstractContext) -> Box:
-        if ctx.relu_inputs is not None:
-            ctx.relu_inputs.append(x)
         return relu_box(x)
 
     def abstract_hz(self, x: HybridZonotope, ctx: AbstractContext) -> HybridZonotope:
-        if ctx.relu_inputs is not None:  # an element without correlated terms is the box (head, beta)
-            ctx.relu_inputs.append(Box(x.head, x.beta) if x.m == 0 else x)
         if ctx.relu == "deepz":
             return relu_deepz(x)
         return relu_hybrid(x)

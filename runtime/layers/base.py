@@ -1,7 +1,10 @@
-"""What every layer has: a concrete ``forward`` (plain PyTorch) and ``abstract(value, ctx)``."""
+"""What every layer has: a concrete ``forward`` (plain PyTorch) and ``abstract(value, ctx)``; and an abstract
+pass as a walk (`walk`, `trace`), for callers that read what reached each layer on the way."""
 
 from __future__ import annotations
 
+from collections.abc import Generator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from torch import Tensor, nn
@@ -38,6 +41,17 @@ class AbstractMixin:
         if isinstance(x, Tensor):
             return self(x)  # type: ignore[operator]
         return x.through(self, ctx)
+
+    def walk(self, x: Value, ctx: AbstractContext) -> Walk:
+        """``abstract`` as a walk: yields ``(layer, its input)`` for every layer that is not made of layers,
+        in the order they run, and returns the output. A container walks its layers; `trace` collects."""
+        yield self, x
+        return self.abstract(x, ctx)
+
+    def step_loss(self, x: Value, ctx: AbstractContext) -> Tensor | None:
+        """A loss the layer adds to a training step for its input ``x`` (DeepLoss); None for most layers.
+        The trainer reads it from the pass's `trace`, so a layer hands nothing on by a side channel."""
+        return None
 
     def abstract_box(self, x: Box, ctx: AbstractContext) -> Value:
         raise NotImplementedError(f"{type(self).__name__} has no Box transformer")
@@ -92,3 +106,40 @@ class AbstractLayer(AbstractMixin, nn.Module):
 
     def extra_repr(self) -> str:
         return f"only_train={self.only_train}"
+
+
+Visit = tuple[AbstractMixin, Value]
+Walk = Generator[Visit, None, Value]
+
+
+def finish(walk: Walk) -> Value:
+    """The output a walk returns, its visits passed over."""
+    while True:
+        try:
+            next(walk)
+        except StopIteration as stop:
+            return stop.value
+
+
+@dataclass(frozen=True)
+class Pass:
+    """An abstract pass with what reached each layer: ``output`` and ``visits``, the ``(layer, input)``
+    pairs in the order the layers ran (none for a concrete pass)."""
+
+    output: Value
+    visits: tuple[Visit, ...] = ()
+
+    def step_losses(self, ctx: AbstractContext) -> list[Tensor]:
+        """The losses the pass's layers add to the training step (`AbstractMixin.step_loss`)."""
+        found = (layer.step_loss(x, ctx) for layer, x in self.visits)
+        return [loss for loss in found if loss is not None]
+
+
+def trace(model: AbstractMixin, x: Value, ctx: AbstractContext) -> Pass:
+    """``model.abstract(x, ctx)`` with every layer's input kept."""
+    walk, visits = model.walk(x, ctx), []
+    while True:
+        try:
+            visits.append(next(walk))
+        except StopIteration as stop:
+            return Pass(stop.value, tuple(visits))

@@ -9,14 +9,18 @@ from torch import Tensor, nn
 
 from daic.runtime.context import AbstractContext
 from daic.runtime.domains import Value, add_values, cat_values
-from daic.runtime.layers.base import AbstractMixin
+from daic.runtime.layers.base import AbstractMixin, Walk, finish
 
 Branch = nn.Module | Iterable[nn.Module] | None
 
 
 class _Container(AbstractMixin):
     """A layer made of layers: its abstract value is built by them and by the domain's sums and
-    concatenations (`add_values`, `cat_values`), each of which accounts for its own rounding."""
+    concatenations (`add_values`, `cat_values`), each of which accounts for its own rounding. A container
+    says how it walks its layers (`walk`); its ``abstract`` is that walk, finished."""
+
+    def abstract(self, x: Value, ctx: AbstractContext) -> Value:
+        return finish(self.walk(x, ctx))
 
     def rounding(self, x: object) -> None:
         """No arithmetic of its own: never one step of a domain, so never asked."""
@@ -26,9 +30,9 @@ class _Container(AbstractMixin):
 class Sequential(_Container, nn.Sequential):
     """Layers in order; ``abstract`` threads the value (and the context) through each of them."""
 
-    def abstract(self, x: Value, ctx: AbstractContext) -> Value:
+    def walk(self, x: Value, ctx: AbstractContext) -> Walk:
         for layer in self:
-            x = layer.abstract(x, ctx)
+            x = yield from layer.walk(x, ctx)
         return x
 
 
@@ -59,8 +63,10 @@ class Residual(_Container, nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         return self.branch1(x) + self.branch2(x)
 
-    def abstract(self, x: Value, ctx: AbstractContext) -> Value:
-        return add_values(self.branch1.abstract(x, ctx), self.branch2.abstract(x, ctx))
+    def walk(self, x: Value, ctx: AbstractContext) -> Walk:
+        first = yield from self.branch1.walk(x, ctx)
+        second = yield from self.branch2.walk(x, ctx)
+        return add_values(first, second)
 
 
 class Concat(_Container, nn.Module):
@@ -77,8 +83,10 @@ class Concat(_Container, nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         return torch.cat([self.branch1(x), self.branch2(x)], self.dim)
 
-    def abstract(self, x: Value, ctx: AbstractContext) -> Value:
-        return cat_values([self.branch1.abstract(x, ctx), self.branch2.abstract(x, ctx)], self.dim)
+    def walk(self, x: Value, ctx: AbstractContext) -> Walk:
+        first = yield from self.branch1.walk(x, ctx)
+        second = yield from self.branch2.walk(x, ctx)
+        return cat_values([first, second], self.dim)
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}"

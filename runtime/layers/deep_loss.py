@@ -50,7 +50,8 @@ def deep_loss(lower: Tensor, upper: Tensor, act: Activation = F.relu) -> Tensor:
 
 
 class DeepLoss(AbstractLayer):
-    """Appends ``weight(t) * L_deep`` of its input to ``ctx.losses``; the value passes through unchanged.
+    """Adds ``weight(t) * L_deep`` of its input to a training step's loss (`step_loss`, which the trainer
+    reads from the pass's trace); the value passes through unchanged.
 
     ``weight`` is a schedule of the fractional epoch (a number is a constant). ``act`` is ``relu`` (the
     paper's choice), another non-decreasing activation, or its name. The reference implementation mixed the
@@ -70,14 +71,19 @@ class DeepLoss(AbstractLayer):
         self.act = act
 
     def abstract(self, x: Value, ctx: AbstractContext) -> Value:
-        """Records the loss of the value's interval bounds, in any domain, and passes it on unchanged."""
-        if isinstance(x, Tensor) or (self.only_train and not ctx.training):
-            return x
-        w = self.weight(ctx.t)
-        if w != 0.0:
-            lower, upper = x.bounds()
-            ctx.losses.append(w * deep_loss(lower.flatten(1), upper.flatten(1), self.act))
+        """The value itself, in every domain: the layer only adds to the step's loss."""
         return x
+
+    def step_loss(self, x: Value, ctx: AbstractContext) -> Tensor | None:
+        """The weighted loss of the value's interval bounds, in any domain (None on points, at test time
+        for a training-only layer, and while the weight is 0)."""
+        if isinstance(x, Tensor) or (self.only_train and not ctx.training):
+            return None
+        w = self.weight(ctx.t)
+        if w == 0.0:
+            return None
+        lower, upper = x.bounds()
+        return w * deep_loss(lower.flatten(1), upper.flatten(1), self.act)
 
     def extra_repr(self) -> str:
         act = getattr(self.act, "__name__", self.act)

@@ -45,8 +45,10 @@ class BatchNorm(AbstractMixin, nn.Module):
         self.register_buffer("running_mean", torch.zeros(self.features))
         self.register_buffer("running_var", torch.ones(self.features))
         self.register_buffer("num_batches_tracked", torch.zeros((), dtype=torch.long))
-        # A training step's statistics, fixed by `fixed_statistics` (not state: a step's, never saved).
+        # A training step's statistics, fixed by `measure` within `fixed_statistics` (a step's, never
+        # saved); `measuring` is set only for `measure`'s own pass, whose statistics become the fixed ones.
         self.fixed: tuple[Tensor, Tensor] | None = None
+        self.measuring: bool | None = None  # during that pass: whether it also updates the running ones
         self.cumulative = False  # Precise-BN: running statistics as an equal-weight average of batches
 
     # --- statistics -------------------------------------------------------------------------------------
@@ -93,6 +95,8 @@ class BatchNorm(AbstractMixin, nn.Module):
     # --- concrete and abstract passes -------------------------------------------------------------------
 
     def forward(self, x: Tensor) -> Tensor:
+        if self.training and self.measuring is not None:
+            self.fixed = self.batch_statistics(x, update=self.measuring)
         if self.training and self.fixed is None:
             mean, var = self.batch_statistics(x, update=True)
         else:
@@ -157,20 +161,12 @@ def measure(
     ``update``, the running statistics take them in too."""
     layers = batch_norms(model)
     for layer in layers:
-        layer.fixed = None
-    handles = [layer.register_forward_pre_hook(_fixing(update)) for layer in layers]
+        layer.fixed, layer.measuring = None, update
     try:
         (forward or model)(x)
     finally:
-        for handle in handles:
-            handle.remove()
-
-
-def _fixing(update: bool):
-    def hook(layer: BatchNorm, inputs: tuple[Tensor]) -> None:
-        layer.fixed = layer.batch_statistics(inputs[0], update)
-
-    return hook
+        for layer in layers:
+            layer.measuring = None
 
 
 @torch.no_grad()

@@ -104,11 +104,11 @@ class _Join:
 
 def _concrete_step(layer: Any, box: Box) -> Step:
     """What the attack's points go through for ``layer``: its concrete forward, except for a BatchNorm in
-    training mode with no statistics fixed (a network used outside the trainer, which fixes them for every
-    pass of a step). Its forward would take the statistics of the attack's points and fold them into the
-    running ones at every PGD step; the points take the affine map the companion box took instead, that of
-    the box centres' statistics, so that points and box see one classifier."""
-    if isinstance(layer, BatchNorm) and layer.training and layer.fixed is None:
+    training mode. The points take the affine map the companion box took, so that points and box see one
+    classifier: the step's fixed statistics (the trainer fixes them for every pass of a step) or, in a
+    network used outside the trainer, the box centres', where the layer's forward would take the attack
+    points' statistics and fold them into the running ones at every PGD step."""
+    if isinstance(layer, BatchNorm) and layer.training:
         scale, shift = layer.scale_shift(*layer.statistics(box.center), box.center)
         return lambda v: v * scale + shift
     return layer

@@ -90,7 +90,7 @@ class Uniform(Goal):
         return centre + radius * _noise(lower, env, "uniform")
 
 
-class IFGSM(Goal):
+class IFGSMPoint(Goal):
     """The point that k iterations of FGSM find inside the box."""
 
     def __init__(self, k: int) -> None:
@@ -103,7 +103,7 @@ class IFGSM(Goal):
         return f"IFGSM({self.k})"
 
 
-class PGD(Goal):
+class PGDPoint(Goal):
     """The point of highest cross-entropy that k steps of PGD find in the box from random starts (see
     `attacks.pgd_ce`): SABR's attack with its defaults (8 steps of half the radius, decayed), De Palma et
     al.'s with PGD(1, 10) (one step of ten radii from a random start, clipped to the box)."""
@@ -118,7 +118,7 @@ class PGD(Goal):
         return f"PGD({self.k}, {self.step:g}, {self.restarts})"
 
 
-class Box(Goal):
+class EpsBox(Goal):
     """The box itself, as a hybrid zonotope with no correlated terms (abstract layers may add some)."""
 
     def alpha(self, lower, upper, env):
@@ -126,6 +126,9 @@ class Box(Goal):
 
     def part(self, lower, upper, env):
         return Part(self.alpha(lower, upper, env), eps_box=True)
+
+    def __repr__(self) -> str:
+        return "Box"  # as the language writes it
 
 
 class CROWNIBP(Goal):
@@ -286,8 +289,8 @@ class SmallBox(Goal):
 
     def __init__(self, size: ScheduleLike, attack: Goal | None = None, g: Goal | None = None) -> None:
         self.size = as_schedule(size)
-        self.attack = attack if attack is not None else PGD()
-        self.g = g if g is not None else Box()
+        self.attack = attack if attack is not None else PGDPoint()
+        self.g = g if g is not None else EpsBox()
 
     def _box(self, lower, upper, env):
         half = (upper - lower) * (0.5 * self.size(env.t))

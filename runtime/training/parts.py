@@ -4,8 +4,9 @@ A `Part` is one value for the network (a point, or an abstract element) with how
 upper bounds of ``y_j - y_t`` and the per-example loss it trains with (`Reading`; CROWN-IBP's reading mixes
 two bounds of one linear relaxation). A `JointPart` is two parts trained by one loss of both outputs
 (CC-IBP, Exp-IBP). The trainer calls `train` with its forward pass and adds the weighted losses: it needs
-to know no kind of part. A part whose value is the step's epsilon box itself, through the interval domain,
-says so (`eps_box`), so that the warm-up regularisers can reuse its interval bounds.
+to know no kind of part. `train` hands back the passes it ran (`Trained`), whose layers' inputs the trainer
+reads (DeepLoss's step losses); a part whose value is the step's epsilon box itself, through the interval
+domain, says so (`eps_box`), so that the warm-up regularisers can reuse the bounds its pass met at each ReLU.
 """
 
 from __future__ import annotations
@@ -18,10 +19,20 @@ from torch import Tensor
 
 from daic.runtime.domains import Element, Symbolic, Value
 from daic.runtime.domains.element import margin_others, spread_margins
+from daic.runtime.layers.base import Pass
 from daic.runtime.training.losses import margin_upper, worst_case_loss
 
-Forward = Callable[[Tensor | Element], Value]
-"""The trainer's pass of a value through the network: logits for a point, an element for an element."""
+Forward = Callable[[Tensor | Element], Pass]
+"""The trainer's pass of a value through the network: its output (logits for a point, an element for an
+element) and what reached each layer."""
+
+
+@dataclass(frozen=True)
+class Trained:
+    """What training a part on a batch gives: its mean loss and the passes it ran, in order."""
+
+    loss: Tensor
+    passes: tuple[Pass, ...]
 
 
 class Reading:
@@ -75,9 +86,10 @@ class Part:
     reading: Reading = field(default_factory=Reading)
     eps_box: bool = False
 
-    def train(self, forward: Forward, target: Tensor) -> Tensor:
-        """The batch's mean loss of this part."""
-        return self.reading.loss(forward(self.value), target).mean()
+    def train(self, forward: Forward, target: Tensor) -> Trained:
+        """The batch's mean loss of this part, and its pass."""
+        run = forward(self.value)
+        return Trained(self.reading.loss(run.output, target).mean(), (run,))
 
     def elements(self) -> list[Element]:
         """The abstract elements it propagates (none, for a point)."""
@@ -102,9 +114,9 @@ class JointPart:
     weight: float = 1.0
     eps_box = False
 
-    def train(self, forward: Forward, target: Tensor) -> Tensor:
-        outputs = forward(self.first.value), forward(self.second.value)
-        return self.combine(self.first, self.second, *outputs, target)
+    def train(self, forward: Forward, target: Tensor) -> Trained:
+        runs = forward(self.first.value), forward(self.second.value)
+        return Trained(self.combine(self.first, self.second, runs[0].output, runs[1].output, target), runs)
 
     def elements(self) -> list[Element]:
         return self.first.elements() + self.second.elements()

@@ -22,9 +22,11 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from daic.runtime.context import AbstractContext
-from daic.runtime.domains import Box
+from daic.runtime.domains import Box, HybridZonotope, Value
 from daic.runtime.layers.activation import ReLU
 from daic.runtime.layers.affine import Conv2D, Linear, Normalize
+from daic.runtime.layers.base import Pass, trace
+from daic.runtime.layers.taps import Latent
 
 TAU = 0.5
 
@@ -37,9 +39,8 @@ def warmup_regulariser(
     input for these boxes that a pass already computed (see `interval_relu_inputs`); otherwise an interval
     pass computes them."""
     if relu_inputs is None:
-        ctx = AbstractContext(training=True, relu=relu, relu_inputs=[])
-        model.abstract(Box.from_bounds(lower, upper), ctx)
-        relu_inputs = ctx.relu_inputs or []
+        run = trace(model, Box.from_bounds(lower, upper), AbstractContext(training=True, relu=relu))
+        relu_inputs = [Box.from_bounds(*x.bounds()) for layer, x in run.visits if isinstance(layer, ReLU)]
     if not relu_inputs:
         return lower.new_zeros(())
     r0 = _first_affine_input(model, Box.from_bounds(lower, upper)).radius.mean()
@@ -50,15 +51,23 @@ def warmup_regulariser(
     return total / len(relu_inputs)
 
 
-def interval_relu_inputs(model: nn.Module, recorded: list, relu: str) -> list[Box] | None:
-    """The ReLU inputs a goal's pass of the epsilon-box recorded (`AbstractContext.relu_inputs`), when they
-    are the interval pass's: every ReLU of the network recorded once, each a box, and the hybrid ReLU
-    (the box ReLU on elements without correlated terms) between them. None otherwise: then
-    `warmup_regulariser` makes its own interval pass."""
-    relus = sum(isinstance(m, ReLU) for m in model.modules())
-    if relu != "hybrid" or len(recorded) != relus or not all(isinstance(b, Box) for b in recorded):
-        return None
-    return recorded
+def interval_relu_inputs(run: Pass, relu: str) -> list[Box] | None:
+    """The bounds that reached every ReLU in an epsilon-box's pass, when they are the interval pass's:
+    boxes, TAPS's companion boxes, and hybrid zonotopes without correlated terms under the hybrid ReLU
+    (which is the box ReLU on them). None otherwise: then `warmup_regulariser` makes its own interval
+    pass."""
+    found = [_as_interval(x, relu) for layer, x in run.visits if isinstance(layer, ReLU)]
+    return None if any(box is None for box in found) else found
+
+
+def _as_interval(value: Value, relu: str) -> Box | None:
+    if isinstance(value, Box):
+        return value
+    if isinstance(value, Latent):
+        return value.box
+    if isinstance(value, HybridZonotope) and value.m == 0 and relu == "hybrid":
+        return Box(value.head, value.beta)
+    return None
 
 
 def _first_affine_input(model: nn.Module, box: Box) -> Box:

@@ -26,6 +26,7 @@ from daic.runtime.data.augment import augment
 from daic.runtime.data.tensors import TensorData
 from daic.runtime.domains import Element
 from daic.runtime.domains.balls import clipped_ball
+from daic.runtime.layers.base import Pass, trace
 from daic.runtime.layers.normalization import batch_norms, fixed_statistics, measure, reestimate_statistics
 from daic.runtime.training.distributed import GlobalDraws, Group, evaluation_share, gather, local_batch, shard
 from daic.runtime.training.goals import GoalEnv, schedule_values
@@ -103,9 +104,9 @@ class LossModule(nn.Module):
         with torch.autocast(x.device.type, dtype=self.amp_dtype):
             return self.model(x).float()
 
-    def output(self, value: Tensor | Element, ctx: AbstractContext) -> Tensor | Element:
-        """The network's output for a point (logits) or an abstract element."""
-        return self.concrete(value) if isinstance(value, Tensor) else self.model.abstract(value, ctx)
+    def output(self, value: Tensor | Element, ctx: AbstractContext) -> Pass:
+        """The network's pass of a point (logits) or an abstract element (with what reached each layer)."""
+        return Pass(self.concrete(value)) if isinstance(value, Tensor) else trace(self.model, value, ctx)
 
     def forward(
         self, x: Tensor, y: Tensor, t: float, generator: torch.Generator, draws: GlobalDraws | None = None
@@ -133,17 +134,15 @@ class LossModule(nn.Module):
         for part in parts:
             if centres:
                 self._measure_centres(part.elements())
+            trained = part.train(lambda value: self.output(value, ctx), y)
+            total = total + part.weight * trained.loss
+            for run in trained.passes:
+                for loss in run.step_losses(ctx):
+                    total = total + loss
             # The warm-up regularisers read the interval bounds of the epsilon-box's pass: a goal's part
-            # that is that pass records them, instead of their being propagated a second time.
-            record = relu_inputs is None and warmup is not None and part.eps_box and eps > 0
-            ctx.relu_inputs = [] if record else None
-            part_loss = part.train(lambda value: self.output(value, ctx), y)
-            if record:
-                relu_inputs = interval_relu_inputs(self.model, ctx.relu_inputs, self.scheme.relu)
-            ctx.relu_inputs = None
-            total = total + part.weight * part_loss
-        for deep in ctx.losses:
-            total = total + deep
+            # that is that pass hands them on, instead of their being propagated a second time.
+            if relu_inputs is None and warmup is not None and part.eps_box and eps > 0:
+                relu_inputs = interval_relu_inputs(trained.passes[0], self.scheme.relu)
         if warmup is not None:
             weight = self.scheme.warmup_reg * (1 - eps / self.run_epsilon)
             total = total + weight * warmup_regulariser(self.model, *warmup, self.scheme.relu, relu_inputs)

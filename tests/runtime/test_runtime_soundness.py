@@ -20,6 +20,7 @@ from daic.runtime import (
     Linear,
     Residual,
     Sequential,
+    trace,
 )
 from tests.runtime.helpers import DEVICES, HYPOTHESIS, assert_contains, run_points, sample_points
 from tests.runtime.networks import branchy_networks, input_box, networks, randomize
@@ -45,13 +46,14 @@ def check_network(net: Sequential, shape: tuple[int, int, int], seed: int, devic
         for training in (True, False):
             for name, value in abstract_inputs(lower, upper).items():
                 ctx = AbstractContext(training=training, t=1.5, relu=relu)
-                out = net.abstract(value, ctx)
+                run = trace(net, value, ctx)
+                out = run.output
                 assert isinstance(out, type(value)), name
                 lo, hi = out.bounds()
                 assert lo.shape == outputs.shape[1:]
                 assert bool((lo <= hi).all())
                 assert_contains(lo, hi, outputs, TOL)
-                for loss in ctx.losses:
+                for loss in run.step_losses(ctx):
                     assert loss.dim() == 0 and bool(torch.isfinite(loss))
 
 

@@ -9,7 +9,7 @@ import math
 import torch
 
 from daic.runtime import Linear, ReLU, Sequential
-from daic.runtime.certification.evaluate import MIFGSM, PGD, Accuracy, Verify, evaluate
+from daic.runtime.certification.evaluate import Accuracy, MIFGSMAccuracy, PGDAccuracy, Verify, evaluate
 from daic.runtime.certification.verification import BoxBound
 
 
@@ -21,7 +21,7 @@ def test_a_network_whose_output_is_nan_passes_no_test():
     x = torch.rand(30, 4)
     y = torch.zeros(30, dtype=torch.long)  # argmax of a NaN row is the NaN's class, 1: so test class 1 too
     y[15:] = 1
-    tests = [Accuracy(), PGD(k=5), MIFGSM(k=5), Verify(BoxBound())]
+    tests = [Accuracy(), PGDAccuracy(k=5), MIFGSMAccuracy(k=5), Verify(BoxBound())]
     assert evaluate(net, tests, x, y, 0.1, (0.0, 1.0)) == {
         c: 0.0 for c in ("Acc", "PGD", "MI-FGSM", "Ver Box")
     }

@@ -22,6 +22,7 @@ from daic.runtime import (
     Linear,
     ReLU,
     Sequential,
+    trace,
 )
 from tests.runtime.helpers import DEVICES, HYPOTHESIS
 
@@ -191,7 +192,7 @@ def test_decorrelate_all_and_concretize():
 def test_only_train_layers_are_skipped_at_test_time_and_points_pass(layer):
     x = HybridZonotope(torch.zeros(2, 1, 2, 2), torch.rand(2, 1, 2, 2), torch.randn(3, 2, 1, 2, 2))
     ctx = AbstractContext(training=False)
-    assert layer.abstract(x, ctx) is x and not ctx.losses
+    assert layer.abstract(x, ctx) is x and layer.step_loss(x, ctx) is None
     t = torch.randn(2, 1, 2, 2)
     assert layer.abstract(t, TRAIN) is t and layer(t) is t
     box = Box(t, t.abs())
@@ -287,7 +288,9 @@ def test_correlation_can_be_strictly_tighter():
 def test_abstract_layers_run_on_the_value_device(device):
     x = HybridZonotope(torch.zeros(2, 3, 4, 4, device=device), torch.rand(2, 3, 4, 4, device=device))
     ctx = AbstractContext(training=True)
-    for layer in [*CORRELATIONS, DecorrelateMin(2), DecorrelateAll(), DeepLoss(0.5)]:
-        x = layer.abstract(x, ctx)
-        assert x.errors.device.type == device and x.ids.device.type == device
-    assert ctx.losses[0].device.type == device
+    run = trace(Sequential(*CORRELATIONS, DecorrelateMin(2), DecorrelateAll(), DeepLoss(0.5)), x, ctx)
+    for _layer, value in run.visits:
+        assert value.errors.device.type == device and value.ids.device.type == device
+    assert run.output.errors.device.type == device
+    (loss,) = run.step_losses(ctx)
+    assert loss.device.type == device

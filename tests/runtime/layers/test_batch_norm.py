@@ -12,8 +12,7 @@ from daic.runtime.context import AbstractContext
 from daic.runtime.data.tensors import TensorData
 from daic.runtime.domains import Symbolic
 from daic.runtime.layers.normalization import fixed_statistics, measure, reestimate_statistics
-from daic.runtime.training.goals import Box as BoxGoal
-from daic.runtime.training.goals import Mix, Point
+from daic.runtime.training.goals import EpsBox, Mix, Point
 from daic.runtime.training.losses import worst_case_loss
 from daic.runtime.training.scheme import Scheme
 from daic.runtime.training.trainer import LossModule, Trainer
@@ -129,7 +128,7 @@ def test_a_training_step_bounds_with_the_clean_batchs_statistics():
     net = bn_network()
     x = torch.rand(8, 1, 4, 4)
     y = torch.randint(0, 3, (8,))
-    loss = LossModule(net, scheme(BoxGoal()), (0.0, 1.0))(x, y, 0.0, torch.Generator().manual_seed(0))
+    loss = LossModule(net, scheme(EpsBox()), (0.0, 1.0))(x, y, 0.0, torch.Generator().manual_seed(0))
     assert [int(m.num_batches_tracked) for m in net.modules() if isinstance(m, BatchNorm)] == [1, 1]
     assert all(m.fixed is None for m in net.modules() if isinstance(m, BatchNorm))
     with fixed_statistics(net):
@@ -145,14 +144,14 @@ def test_centres_take_each_abstract_parts_statistics_from_its_boxes():
     net = bn_network()
     x = torch.rand(8, 1, 4, 4) * 0.6 + 0.2  # no clipping: the box centres are the images
     y = torch.randint(0, 3, (8,))
-    goal = Mix(Point(), BoxGoal(), 0.5)
+    goal = Mix(Point(), EpsBox(), 0.5)
     losses = [
         LossModule(net, scheme(goal, bn_stats=stats), (0.0, 1.0))(x, y, 0.0, torch.Generator().manual_seed(0))
         for stats in ("clean", "centres")
     ]
     assert torch.allclose(losses[0], losses[1])
     near_zero = torch.rand(8, 1, 4, 4) * 0.1  # clipped at 0: the boxes' centres are not the images
-    loss = LossModule(net, scheme(BoxGoal(), bn_stats="centres"), (0.0, 1.0))(
+    loss = LossModule(net, scheme(EpsBox(), bn_stats="centres"), (0.0, 1.0))(
         near_zero, y, 0.0, torch.Generator().manual_seed(0)
     )
     box = Box.from_bounds((near_zero - 0.1).clamp(min=0), near_zero + 0.1)
@@ -186,7 +185,7 @@ def test_a_scheme_with_precise_bn_trains_and_keeps_the_running_statistics_of_the
         torch.zeros(8, dtype=torch.long),
         3,
     )
-    trainer = Trainer(net, scheme(BoxGoal(), precise_bn=True, batch=10), data)
+    trainer = Trainer(net, scheme(EpsBox(), precise_bn=True, batch=10), data)
     row = trainer.train_epoch(0)
     assert row["loss"] > 0 and int(net[1].num_batches_tracked) == 1  # the 40 images: one batch of 100
     expected = net[0](data.train_x).mean((0, 2, 3))

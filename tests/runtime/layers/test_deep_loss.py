@@ -8,7 +8,17 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from daic.runtime import AbstractContext, Box, DeepLoss, HybridZonotope, Lin, Until, deep_loss
+from daic.runtime import (
+    AbstractContext,
+    Box,
+    DeepLoss,
+    HybridZonotope,
+    Lin,
+    Sequential,
+    Until,
+    deep_loss,
+    trace,
+)
 from tests.runtime.helpers import DEVICES, HYPOTHESIS
 
 
@@ -70,23 +80,25 @@ def test_deep_loss_hand_example_with_ties():
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_deep_loss_layer_appends_the_weighted_loss(device):
+def test_deep_loss_layer_adds_the_weighted_loss_to_the_step(device):
     head = torch.randn(2, 3, 4, device=device)
     beta = torch.rand(2, 3, 4, device=device)
     x = HybridZonotope(head, beta, torch.randn(2, 2, 3, 4, device=device))
     weight = Until(1, 0.0, Lin(0.5, 0, 50, 3))
     layer = DeepLoss(weight)
     ctx = AbstractContext(training=True, t=0.5)
-    assert layer.abstract(x, ctx) is x and ctx.losses == []  # weight 0 before epoch 1
+    assert layer.abstract(x, ctx) is x and layer.step_loss(x, ctx) is None  # weight 0 before epoch 1
     ctx = AbstractContext(training=True, t=2.0)
-    assert layer.abstract(x, ctx) is x
+    net = Sequential(layer)
+    run = trace(net, x, ctx)
+    assert run.output is x and run.visits == ((layer, x),)
     lo, hi = x.bounds()
     expected = 0.5 * deep_loss_direct(lo.flatten(1).cpu(), hi.flatten(1).cpu())
-    assert len(ctx.losses) == 1
-    torch.testing.assert_close(ctx.losses[0].cpu(), expected)
+    (loss,) = run.step_losses(ctx)
+    torch.testing.assert_close(loss.cpu(), expected)
     box = Box(head, beta)
-    ctx = AbstractContext(training=True, t=2.0)
-    assert layer.abstract(box, ctx) is box and len(ctx.losses) == 1
+    assert layer.abstract(box, ctx) is box and layer.step_loss(box, ctx) is not None
+    assert layer.step_loss(head, ctx) is None  # points add nothing
 
 
 def test_deep_loss_memory_is_linear():

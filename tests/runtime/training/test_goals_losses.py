@@ -5,26 +5,26 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from daic.runtime import Box, HybridZonotope
+from daic.runtime import Box, HybridZonotope, Pass, trace
 from daic.runtime.certification.attacks import ifgsm, mifgsm, pgd
 from daic.runtime.context import AbstractContext
 from daic.runtime.training.goals import (
-    IFGSM,
     BiSample,
     CCMix,
+    EpsBox,
     ExpMix,
     Goal,
     GoalEnv,
+    IFGSMPoint,
     Mix,
     Normal,
+    PGDPoint,
     Point,
     Sample,
     SmallBox,
     Sub,
     Uniform,
 )
-from daic.runtime.training.goals import PGD as PGDGoal
-from daic.runtime.training.goals import Box as BoxGoal
 from daic.runtime.training.losses import certified, margin_upper, worst_case_loss
 from daic.runtime.training.parts import JointPart
 from daic.runtime.training.schedules import Lin
@@ -54,7 +54,7 @@ L, U = torch.tensor([[0.0, 0.2]]), torch.tensor([[1.0, 0.6]])
 
 
 def test_point_box_and_mix_weights():
-    parts = Mix(Point(), BoxGoal(), 0.25).parts(L, U, env())
+    parts = Mix(Point(), EpsBox(), 0.25).parts(L, U, env())
     assert [p.weight for p in parts] == [0.75, 0.25]
     assert torch.equal(parts[0].value, torch.tensor([[0.5, 0.4]]))
     box = parts[1].value
@@ -63,9 +63,9 @@ def test_point_box_and_mix_weights():
         box.beta, torch.tensor([[0.5, 0.2]])
     )
     # A schedule as the weight: Lin(0, 0.5, 10, 2) is 0 until epoch 2, then 0.25 at epoch 7.
-    weights = [p.weight for p in Mix(Point(), BoxGoal(), Lin(0, 0.5, 10, 2)).parts(L, U, env(t=7.0))]
+    weights = [p.weight for p in Mix(Point(), EpsBox(), Lin(0, 0.5, 10, 2)).parts(L, U, env(t=7.0))]
     assert weights == pytest.approx([0.75, 0.25])
-    assert len(Mix(Point(), BoxGoal(), Lin(0, 0.5, 10, 2)).parts(L, U, env(t=1.0))) == 1  # weight 0 drops
+    assert len(Mix(Point(), EpsBox(), Lin(0, 0.5, 10, 2)).parts(L, U, env(t=1.0))) == 1  # weight 0 drops
 
 
 def test_sub_scales_the_box_about_its_centre():
@@ -95,7 +95,7 @@ def test_sample_places_a_box_of_width_delta_around_a_sampled_centre():
 
 def test_bisample_box_reaches_as_far_as_g1():
     rec = Recorder()
-    g1 = Sub(0.5, BoxGoal())  # UB of the half-size box: centre + half the radius
+    g1 = Sub(0.5, EpsBox())  # UB of the half-size box: centre + half the radius
     BiSample(g1, rec).parts(L, U, env())
     lower, upper = rec.boxes[0]
     assert torch.allclose(upper - lower, 0.5 * (U - L))
@@ -172,7 +172,7 @@ def test_ifgsm_goal_returns_the_attack_point():
     model = tiny_model()
     target = torch.randint(0, 3, (4,))
     lower, upper = torch.zeros(4, 6), torch.full((4, 6), 0.2)
-    point = IFGSM(2).alpha(lower, upper, env(model=model, target=target))
+    point = IFGSMPoint(2).alpha(lower, upper, env(model=model, target=target))
     assert torch.equal(point, ifgsm(model, lower, upper, target, 2))
 
 
@@ -228,32 +228,33 @@ def test_expressive_losses_are_the_papers_formulas(weight):
     z_ibp = ibp_margins(params, lower, upper, target)
     ctx = AbstractContext(training=True)
     for goal, expected in (
-        (CCMix(Point(), BoxGoal(), weight), F.cross_entropy((1 - weight) * z_point + weight * z_ibp, target)),
-        (ExpMix(Point(), BoxGoal(), weight),
+        (CCMix(Point(), EpsBox(), weight), F.cross_entropy((1 - weight) * z_point + weight * z_ibp, target)),
+        (ExpMix(Point(), EpsBox(), weight),
          F.cross_entropy(z_point, target) ** (1 - weight) * F.cross_entropy(z_ibp, target) ** weight),
     ):  # fmt: skip
         (part,) = goal.parts(lower, upper, env(target=target))
         assert isinstance(part, JointPart) and part.weight == 1.0
         assert torch.allclose(margin_upper(net.abstract(part.second.value, ctx), target), z_ibp)
-        assert torch.allclose(part.train(lambda v: _forward(net, v, ctx), target), expected)
+        trained = part.train(lambda v: _forward(net, v, ctx), target)
+        assert torch.allclose(trained.loss, expected) and len(trained.passes) == 2
 
 
 def test_expressive_losses_follow_their_schedule_and_reach_every_parameter():
     net, _ = two_layer_network()
     lower, target = torch.rand(8, 2, dtype=torch.float64) * 0.7, torch.randint(0, 3, (8,))
-    (part,) = CCMix(Point(), BoxGoal(), Lin(0, 1, 10, 0)).parts(lower, lower + 0.3, env(t=5.0, target=target))
+    (part,) = CCMix(Point(), EpsBox(), Lin(0, 1, 10, 0)).parts(lower, lower + 0.3, env(t=5.0, target=target))
     ctx = AbstractContext(training=True)
     first, second = net(part.first.value), net.abstract(part.second.value, ctx)
     z = 0.5 * margin_upper(first, target) + 0.5 * margin_upper(second, target)  # Lin at epoch 5 of 10: 0.5
-    loss = part.train(lambda v: _forward(net, v, ctx), target)
+    loss = part.train(lambda v: _forward(net, v, ctx), target).loss
     assert torch.allclose(loss, F.cross_entropy(z, target))
     loss.backward()
     assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in net.parameters())
 
 
-def _forward(net, value, ctx):
+def _forward(net, value, ctx) -> Pass:
     """The trainer's pass: logits for a point, the output element for an element."""
-    return net(value) if isinstance(value, torch.Tensor) else net.abstract(value, ctx)
+    return Pass(net(value)) if isinstance(value, torch.Tensor) else trace(net, value, ctx)
 
 
 def linear_model() -> nn.Module:
@@ -269,7 +270,7 @@ def test_pgd_finds_the_corner_of_highest_cross_entropy_of_a_linear_network():
     lower = torch.rand(6, 3, dtype=torch.float64)
     upper = lower + torch.rand(6, 3, dtype=torch.float64) * 0.5
     target = torch.randint(0, 4, (6,))
-    found = PGDGoal().alpha(lower, upper, env(model=model, target=target))
+    found = PGDPoint().alpha(lower, upper, env(model=model, target=target))
     assert bool(((found >= lower) & (found <= upper)).all())
     bits = torch.tensor([[(i >> d) & 1 for d in range(3)] for i in range(8)], dtype=torch.bool)
     corners = torch.where(bits[:, None], upper[None], lower[None])  # (8, B, 3)
@@ -286,13 +287,13 @@ def test_small_box_is_sabrs_box_around_the_attack_point():
     upper = lower + 0.4
     target = torch.randint(0, 4, (6,))
     e = env(model=model, target=target)
-    box = SmallBox(0.25, PGDGoal(), BoxGoal()).alpha(lower, upper, env(model=model, target=target))
+    box = SmallBox(0.25, PGDPoint(), EpsBox()).alpha(lower, upper, env(model=model, target=target))
     lo, hi = box.bounds()
     assert torch.allclose(hi - lo, torch.full_like(lo, 0.1))
     assert bool(((lo >= lower - 1e-12) & (hi <= upper + 1e-12)).all())
-    point = PGDGoal().alpha(lower, upper, env(model=model, target=target))
+    point = PGDPoint().alpha(lower, upper, env(model=model, target=target))
     assert torch.allclose((lo + hi) / 2, point.clamp(lower + 0.05, upper - 0.05))
-    centred = SmallBox(0.25, Point(), BoxGoal()).alpha(lower, upper, e).bounds()
+    centred = SmallBox(0.25, Point(), EpsBox()).alpha(lower, upper, e).bounds()
     assert torch.allclose(centred[0], lower + 0.15) and torch.allclose(centred[1], upper - 0.15)
-    whole = SmallBox(1.0, PGDGoal(), BoxGoal()).alpha(lower, upper, e).bounds()
+    whole = SmallBox(1.0, PGDPoint(), EpsBox()).alpha(lower, upper, e).bounds()
     assert torch.allclose(whole[0], lower) and torch.allclose(whole[1], upper)

@@ -11,7 +11,7 @@ from daic.runtime.context import AbstractContext
 from daic.runtime.data.sets import Digits
 from daic.runtime.data.tensors import TensorData
 from daic.runtime.domains import HybridZonotope
-from daic.runtime.training.goals import Box as BoxGoal
+from daic.runtime.training.goals import EpsBox
 from daic.runtime.training.losses import worst_case_loss
 from daic.runtime.training.optim import SGD
 from daic.runtime.training.regularisers import l1_penalty, warmup_regulariser
@@ -70,7 +70,7 @@ def test_l1_counts_the_weights_only():
 
 def scheme(**fields) -> Scheme:
     return Scheme(
-        data=Digits(image=(4,), classes=3), epsilon=Lin(0, 0.2, 2, 0), goal=BoxGoal(), epochs=4, **fields
+        data=Digits(image=(4,), classes=3), epsilon=Lin(0, 0.2, 2, 0), goal=EpsBox(), epochs=4, **fields
     )
 
 

@@ -13,7 +13,7 @@ from daic.runtime.certification.verification import BoxBound
 from daic.runtime.data.sets import Digits
 from daic.runtime.data.tensors import TensorData
 from daic.runtime.training.distributed import Group
-from daic.runtime.training.goals import IFGSM, Box, Mix, Point, Sub
+from daic.runtime.training.goals import EpsBox, IFGSMPoint, Mix, Point, Sub
 from daic.runtime.training.optim import Adam
 from daic.runtime.training.scheme import Scheme
 from daic.runtime.training.trainer import LossModule, Trainer, epoch_generator
@@ -39,7 +39,7 @@ def scheme(goal=None, batch=8):
     return Scheme(
         data=Digits(image=(1, 8, 8), classes=10),
         epsilon=0.05,
-        goal=goal or Mix(Mix(Point(), IFGSM(2), 0.5), Sub(0.5, Box()), 0.5),
+        goal=goal or Mix(Mix(Point(), IFGSMPoint(2), 0.5), Sub(0.5, EpsBox()), 0.5),
         epochs=1,
         batch=batch,
         optimizer=Adam(lr=0.01),
@@ -52,18 +52,18 @@ class Spy:
 
     def __init__(self, model):
         self.concrete, self.abstract = [], []
-        inner_abstract = model.abstract
+        inner_walk = model.walk
         model.register_forward_hook(
             lambda _m, _i, out: self.concrete.append((out.dtype, torch.is_autocast_enabled("cpu")))
         )
 
-        def abstract(value, ctx):
+        def walk(value, ctx):  # the trainer's abstract passes are traced walks
             autocast = torch.is_autocast_enabled("cpu")
-            out = inner_abstract(value, ctx)
+            out = yield from inner_walk(value, ctx)
             self.abstract.append((out.head.dtype, out.beta.dtype, autocast))
             return out
 
-        model.abstract = abstract
+        model.walk = walk
 
 
 @pytest.mark.parametrize(("amp", "dtype"), [(None, torch.float32), ("bf16", torch.bfloat16)])
