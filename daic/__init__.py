@@ -9,11 +9,13 @@ __version__ = "0.1.0"
 API = (
     "DaicError",
     "check",
+    "check_reports",
     "load_scheme",
     "train",
     "load_network",
     "load_data",
     "import_onnx",
+    "write_import",
     "certify",
     "verify_vnnlib",
     "export_onnx",

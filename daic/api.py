@@ -1,6 +1,7 @@
 """daic as a library: check sources, load and train a scheme, load or import a network, certify images or
-VNN-LIB properties, export. The command line does the same through the same parts; every failure a user
-can cause is a `DaicError` with the message the command line prints.
+VNN-LIB properties, export. The command line is a client of these functions (`daic check`, `run`,
+`import` and `export` call them and add their displays and exit codes); every failure a user can cause is a
+`DaicError` with the message the command line prints.
 
     import daic
     plan = daic.load_scheme("examples/quickstart.dai")
@@ -18,20 +19,25 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from torch import Tensor, nn
 
+    from daic.compiler.checking.check import FileReport
     from daic.compiler.commands.run import Plan
+    from daic.compiler.commands.run.display import RunDisplay
     from daic.compiler.exchange.imported import Imported
     from daic.dsl.diagnostics import Diagnostic
     from daic.runtime.certification.certify import Outcome
     from daic.runtime.data.tensors import TensorData
+    from daic.runtime.training.distributed import Group
 
 
 class DaicError(Exception):
     """A failure the user can act on (bad sources, a missing file, options that do not fit): the message
-    says where and what to do, as the command line prints it."""
+    says where and what to do, as the command line prints it; `diagnostics` are the sources' problems
+    behind it, and `exit_code` the command line's status for it (1, or 2 for a mistake of usage)."""
 
-    def __init__(self, message: str, diagnostics: Sequence[Diagnostic] = ()) -> None:
+    def __init__(self, message: str, diagnostics: Sequence[Diagnostic] = (), exit_code: int = 1) -> None:
         super().__init__(message)
         self.diagnostics = list(diagnostics)
+        self.exit_code = exit_code
 
 
 def _raising(call, *args, **kwargs):
@@ -44,19 +50,26 @@ def _raising(call, *args, **kwargs):
     try:
         return call(*args, **kwargs)
     except CommandError as exc:
-        raise DaicError(str(exc), getattr(exc, "diagnostics", ())) from None
-    except (UsageError, ImportFailure, PropertyError) as exc:
+        raise DaicError(str(exc), exc.diagnostics, exc.exit_code) from None
+    except UsageError as exc:
+        raise DaicError(str(exc), exit_code=2) from None
+    except (ImportFailure, PropertyError) as exc:
         raise DaicError(str(exc)) from None
 
 
 def check(*paths: str | Path) -> list[Diagnostic]:
     """The diagnostics of `.net` and `.dai` files (folders: every such file in them), errors and
     warnings, as `daic check` reports them; an empty list when all is well."""
+    return [d for report in check_reports(*paths) for d in report.diagnostics]
+
+
+def check_reports(*paths: str | Path) -> list[FileReport]:
+    """`check`'s diagnostics with their files: one report per file checked, each with its source and the
+    index that places a diagnostic's span in it (what `daic check` renders)."""
     from daic.compiler.checking.check import check_path
     from daic.compiler.checking.sources import discover
 
-    files = _raising(discover, [str(p) for p in paths])
-    return [d for path in files for d in check_path(path).diagnostics]
+    return [check_path(path) for path in _raising(discover, [str(p) for p in paths])]
 
 
 def load_scheme(path: str | Path, scheme: str | None = None, net: str | Path | None = None) -> Plan:
@@ -75,15 +88,25 @@ def train(
     device: str = "cpu",
     seed: int | None = None,
     resume: bool = False,
+    data: str | Path | None = None,
+    download: bool = False,
+    amp: str | None = None,
+    display: RunDisplay | None = None,
+    group: Group | None = None,
 ) -> dict[str, Any]:
     """Trains a scheme (a `load_scheme` result, or a `.dai` path) into the run folder `out`, as `daic run`
-    does, without its display; returns the summary (the final row of each test, the epochs, the seconds)."""
+    does; returns the summary (the final row of each test, the epochs, the seconds). `data` is the folder of
+    the data set's files (`download`: fetch them there), `amp` "bf16" or "fp16" mixed precision for the
+    concrete passes; `display` shows progress (none by default), and `group` makes this one process of a
+    distributed run (`daic run --nproc-per-node`)."""
     from daic.compiler.commands.run import execute
     from daic.compiler.commands.run.display import Silent
 
     plan = plan if not isinstance(plan, (str, Path)) else load_scheme(plan)
-    return _raising(execute, plan, Path(out), epochs=epochs, data_root=None, download=False, device=device,
-                    resume=resume, display=Silent(), seed=seed)  # fmt: skip
+    root = None if data is None else str(data)
+    return _raising(execute, plan, Path(out), epochs=epochs, data_root=root, download=download,
+                    device=device, resume=resume, display=display or Silent(), group=group, amp=amp,
+                    seed=seed)  # fmt: skip
 
 
 def load_network(net: str | Path, weights: str | Path | None = None) -> nn.Module:
@@ -110,7 +133,7 @@ def load_data(dataset: str, root: str | Path | None = None, download: bool = Fal
     try:
         return lower_dataset(built).load(None if root is None else str(root), download)
     except DataError as exc:
-        raise DaicError(str(exc)) from None
+        raise DaicError(str(exc), exit_code=2) from None
 
 
 def import_onnx(path: str | Path) -> Imported:
@@ -119,6 +142,16 @@ def import_onnx(path: str | Path) -> Imported:
     from daic.compiler.exchange.imported import import_onnx as read
 
     return _raising(read, path)
+
+
+def write_import(path: str | Path, net: str | Path, force: bool = False) -> tuple[Imported, Path, float]:
+    """`import_onnx`, written as `daic import` writes it: the `.net` file `net` and its weights beside it
+    (NAME.pt), after onnxruntime's outputs are compared with the imported network's, never over an existing
+    file unless `force`. Returns the import, the checkpoint's path and that difference (-1 without
+    onnxruntime)."""
+    from daic.compiler.exchange.imported import write_import as write
+
+    return _raising(write, path, Path(net), force)
 
 
 def certify(

@@ -82,3 +82,18 @@ def test_a_vnnlib_property_is_answered_as_the_command_answers_it(tmp_path):
     assert daic.verify_vnnlib(network, prop(tmp_path / "p1.vnnlib", "1.5"))["result"] == "unsat"
     answer = daic.verify_vnnlib(network, prop(tmp_path / "p2.vnnlib", "0.5"), domains=["Box"])
     assert answer["result"] == "sat" and answer["witness"]["Y"][1] - answer["witness"]["Y"][0] >= 0.5
+
+
+def test_check_reports_and_write_import_answer_as_their_commands(tmp_path):
+    net = tmp_path / "bad.net"
+    net.write_text("Conv2D filters=16 input_shape=[8, 8, 1]\n")
+    (report,) = daic.check_reports(tmp_path)
+    assert report.source.path == str(net) and report.has_errors and len(report.diagnostics) == 1
+    model = daic.load_network(ROOT / "stdlib" / "nets" / "digits_ffnn.net")
+    daic.export_onnx(model, (1, 8, 8), tmp_path / "m.onnx")
+    imported, weights, difference = daic.write_import(tmp_path / "m.onnx", tmp_path / "m.net")
+    assert (tmp_path / "m.net").read_text() == imported.text and weights == tmp_path / "m.pt"
+    assert 0 <= difference < 1e-4
+    with pytest.raises(daic.DaicError, match="--force") as refused:
+        daic.write_import(tmp_path / "m.onnx", tmp_path / "m.net")
+    assert refused.value.exit_code in (1, 2)

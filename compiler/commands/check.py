@@ -7,8 +7,9 @@ import sys
 
 import click
 
-from daic.compiler.checking.check import FileReport, check_path, check_source
-from daic.compiler.checking.sources import STDIN, Source, UsageError, discover, from_stdin
+from daic.api import DaicError, check_reports
+from daic.compiler.checking.check import FileReport, check_source
+from daic.compiler.checking.sources import STDIN, Source, UsageError, from_stdin
 from daic.compiler.commands.render import RENDERERS
 
 
@@ -31,8 +32,8 @@ def check_command(paths: tuple[str, ...], output_format: str, stdin_filename: st
     """Check and report; the exit status: 0 clean (warnings allowed), 1 errors found, 2 a usage error."""
     try:
         source = stdin_source(paths, stdin_filename)
-        reports = [check_source(source)] if source else [check_path(path) for path in discover(list(paths))]
-    except UsageError as exc:
+        reports = [check_source(source)] if source else check_reports(*paths)
+    except (UsageError, DaicError) as exc:
         click.echo(f"daic: {exc}", err=True)
         return 2
     diagnostics = [d for report in reports for d in report.diagnostics]

@@ -25,6 +25,7 @@ from daic.dsl import diagnostics as D
 if TYPE_CHECKING:  # commands that only read sources never import torch
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 
+    from daic.api import DaicError
     from daic.runtime.training.distributed import Group
 
 
@@ -107,13 +108,12 @@ def fmt(paths: tuple[str, ...], check_only: bool, diff: bool, stdin_filename: st
 @click.option("--force", is_flag=True, help="Replace the .net file and checkpoint if they exist.")
 def import_(model: str, out: str | None, force: bool) -> None:
     """Read an ONNX network as a .net file of daic's language and a checkpoint of its weights."""
-    from daic.compiler.commands.errors import CommandError
-    from daic.compiler.exchange.imported import write_import
+    from daic.api import DaicError, write_import
 
     net = Path(out) if out else Path(model).with_suffix(".net")
     try:
         imported, weights, difference = write_import(model, net, force)
-    except CommandError as exc:
+    except DaicError as exc:
         _fail(str(exc), exc.exit_code)
     layers = sum(1 for line in imported.text.splitlines() if line.strip() and not line.startswith("#"))
     matched = f"; onnxruntime matches it within {difference:.2g}" if difference >= 0 else ""
@@ -256,7 +256,7 @@ def run(
     threads: int | None,
 ) -> None:
     """Train, attack and certify a network with a training scheme."""
-    from daic.compiler.commands.errors import CommandError
+    from daic.api import DaicError
     from daic.compiler.commands.run import summary_text
 
     _use_threads(threads)
@@ -266,10 +266,10 @@ def run(
     group = _join_group(device)
     try:
         summary, folder = _train(
-            group, scheme_file, scheme_name, net, out, epochs=epochs, data_root=data_root,
+            group, scheme_file, scheme_name, net, out, epochs=epochs, data=data_root,
             download=download, resume=resume, amp=amp, seed=seed,
         )  # fmt: skip
-    except (UsageError, CommandError) as exc:
+    except DaicError as exc:
         _stop_run(group, exc)
     group.close()
     if group.is_main:
@@ -278,11 +278,9 @@ def run(
     _leave(group, 0)
 
 
-def _stop_run(group: Group, exc: Exception) -> None:
+def _stop_run(group: Group, exc: DaicError) -> None:
     """A run ended by an error: rank 0 reports it, and every process leaves with its exit code."""
-    from daic.compiler.commands.errors import CommandError
-
-    code = exc.exit_code if isinstance(exc, CommandError) else 2
+    code = exc.exit_code
     if group.is_main:
         _report(exc)
     # Every process meets the same error at the same point (it comes from the sources, the options or
@@ -296,28 +294,28 @@ def _stop_run(group: Group, exc: Exception) -> None:
 def _train(
     group: Group, scheme_file: str, scheme_name: str | None, net: str | None, out: str | None, **options
 ):
-    """The run planned and executed in this process of `group`: its summary and folder. An interrupt
-    before training and an exhausted device become the CommandErrors that say what to do."""
-    from daic.compiler.commands.errors import CommandError
-    from daic.compiler.commands.run import execute, plan_run
+    """The run planned and executed in this process of `group` through the Python API: its summary and
+    folder. An interrupt before training and an exhausted device become the DaicErrors that say what to
+    do."""
+    from daic import api
     from daic.compiler.commands.run.display import RunDisplay, Silent
 
     try:
-        plan = plan_run(scheme_file, scheme_name, net)
+        plan = api.load_scheme(scheme_file, scheme_name, net)
         if group.is_main:
             _warn_short_epochs(plan, options["epochs"])
         folder = Path(out or Path("runs") / plan.scheme.node.name)
         display = RunDisplay(processes=group.world) if group.is_main else Silent()
-        summary = execute(plan, folder, device=str(group.device), display=display, group=group, **options)
+        summary = api.train(plan, folder, device=str(group.device), display=display, group=group, **options)
         return summary, folder
     except KeyboardInterrupt:  # the training loop reports its own; this is before it began
-        raise CommandError(
+        raise api.DaicError(
             "interrupted before training began: run the same command again", exit_code=130
         ) from None
     except RuntimeError as exc:
         if not _out_of_memory(exc):
             raise
-        raise CommandError(
+        raise api.DaicError(
             f"out of memory on {group.device} ({str(exc).splitlines()[0][:200]}): use a smaller batch "
             "or network, or split the batch over processes with --nproc-per-node",
         ) from None
@@ -740,8 +738,9 @@ def export(
 ) -> None:
     """Write the trained concrete network as ONNX (checked, and compared with onnxruntime), and the
     robustness of each test image as a VNN-LIB property, for the verifiers of VNN-COMP."""
+    from daic.api import DaicError, export_onnx
     from daic.compiler.commands.errors import CommandError
-    from daic.compiler.commands.weights import certified_epsilon, export_onnx, load_trained
+    from daic.compiler.commands.weights import certified_epsilon, load_trained
     from daic.compiler.exchange.vnnlib_out import check_properties_folder, write_properties
     from daic.compiler.lower import lower_dataset
     from daic.runtime.data.tensors import DataError
@@ -770,7 +769,7 @@ def export(
             )  # fmt: skip
             also = " and instances.csv" if onnx_path is not None else ""
             click.echo(f"wrote {len(written)} VNN-LIB properties (eps {epsilon:g}){also} to {vnnlib_dir}")
-    except CommandError as exc:
+    except (CommandError, DaicError) as exc:
         _report_run_error(exc)
     except DataError as exc:
         _fail(str(exc), 2)
