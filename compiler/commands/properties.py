@@ -165,8 +165,7 @@ def decide(
     statuses, best, by = [], math.inf, None
     searched: dict[str, Any] = {}  # the last search's effort (`Outcome.search`), for the record
     for region in prop.regions:
-        remaining = instance.timeout - (time.perf_counter() - started)
-        outcome = _certify(region, certifier, _within(steps, remaining), index)
+        outcome = _certify(region, certifier, _within(steps, started + instance.timeout), index)
         searched = {"search": outcome.search} if outcome.search is not None else searched
         if outcome.status == "falsified":
             witness = _witness(outcome.witness, region, prop, certifier)
@@ -213,13 +212,13 @@ def _check_sizes(instance: Instance, prop: Property, certifier: Certifier) -> No
         )
 
 
-def _within(steps: list, seconds: float) -> list:
-    """The cascade with its complete steps' time limits cut to the property's time left."""
+def _within(steps: list, deadline: float) -> list:
+    """The cascade with its complete steps ending at the property's `deadline` (`time.perf_counter()`)."""
     cut = []
     for step in steps:
-        if step.complete and step.timeout > seconds:
+        if step.complete:
             step = copy.copy(step)
-            step.timeout = max(seconds, 1e-3)
+            step.until = deadline
         cut.append(step)
     return cut
 

@@ -187,6 +187,17 @@ DECLARATIONS = [
                 "(filtered smart branching, as alpha-beta-CROWN's kfsb); 1: the score alone decides.",
                 low=1,
             ),
+            Param(
+                "intermediate",
+                STR,
+                "auto",
+                'Where a subdomain\'s ReLU-input bounds come from: "crown" (CROWN again, with its splits), '
+                "\"root\" (the root's, refined, with the splits clamped in: beta-CROWN's way, one "
+                'back-substitution per subdomain), or "auto": "crown" where the root\'s CROWN pass took at '
+                'most 2% of the time limit (an MNIST ConvSmall), else "root" (an MNIST ConvBig, whose '
+                "CROWN pass takes seconds).",
+                choices=("auto", "crown", "root"),
+            ),
         ),
         "Complete verification: a targeted attack first (four trajectories from random starts towards each "
         "other class, each pushing that margin below zero, as alpha-beta-CROWN attacks), then alpha-CROWN at "
@@ -194,11 +205,14 @@ DECLARATIONS = [
         "layer's unstable neurons bounded with the earlier ReLUs' slopes optimised, then the margins), then "
         "branch and bound over ReLU splits of the margins the root leaves open (the neuron whose upper "
         "relaxation costs most first, BaBSR's score), each subdomain bounded by CROWN with its split neurons "
-        "fixed and every later layer's bounds recomputed (intersected with the root's best of alpha-CROWN, "
-        "CROWN, intervals and the hybrid zonotope), then alpha- and beta-CROWN (the split constraints' "
+        "fixed and, on networks whose CROWN pass is cheap, every later layer's bounds recomputed (always "
+        "intersected with the root's best of alpha-CROWN, CROWN, intervals and the hybrid zonotope; "
+        "`intermediate`), then alpha- and beta-CROWN (the split constraints' "
         "multipliers, Wang et al. 2021) optimised from where its parent's were best, and the better of that "
         "and the margins folded over the intervals kept; a subdomain with no unstable neuron is decided by a "
-        "linear program. While it splits, a fifth of its time goes to more attacks from new random starts. "
+        "linear program. The root's layer-by-layer alpha-CROWN gets at most half the time left after its "
+        "first bound and attack. While it splits, a fifth of its time goes to more attacks from new random "
+        "starts; every phase keeps to the time limit. "
         "Every image ends verified, falsified (by a point the network misclassifies) or, past the time "
         "limit, unknown.",
         "daic.runtime.certification.complete:BranchAndBound",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import math
+import time
 
 import torch
 import torch.nn.functional as F
@@ -144,6 +145,7 @@ def margin_attack(
     restarts: int,
     generator: torch.Generator | None = None,
     chunk: int = 512,
+    deadline: float = math.inf,
 ) -> tuple[Tensor, Tensor]:
     """For each example, `restarts` trajectories per other class j, each pushing the margin
     ``y_t - y_j`` down (to just below zero) from a uniform start: sign steps of the gradient's running
@@ -151,17 +153,20 @@ def margin_attack(
     as alpha-beta-CROWN attacks. A cross-entropy attack follows the likeliest wrong class; one trajectory
     per class also finds the class only a corner reaches. Returns, per example, the point of least margin
     ``min_j (y_t - y_j)`` seen at any step of any trajectory, and that margin; a chunk of trajectories
-    (`chunk` per pass) stops once each of its examples has a point below zero."""
+    (`chunk` per pass) stops once each of its examples has a point below zero, and every trajectory at
+    `deadline` (a `time.perf_counter()` reading)."""
     classes = model(((lower + upper) / 2)[:1]).shape[1]
     n, per = len(target), (classes - 1) * restarts
     every = torch.arange(classes, device=target.device).expand(n, classes)
     others = every[every != target[:, None]].view(n, classes - 1)
     image = torch.arange(n, device=target.device).repeat_interleave(per)
     wrong = others.repeat_interleave(restarts, 1).flatten()
-    found = [
-        _targeted(model, lower, upper, target, image[k : k + chunk], wrong[k : k + chunk], steps, generator)
-        for k in range(0, len(image), chunk)
-    ]
+    found = []
+    for k in range(0, len(image), chunk):
+        mine = slice(k, k + chunk)
+        found.append(
+            _targeted(model, lower, upper, target, image[mine], wrong[mine], steps, generator, deadline)
+        )
     points, margins = torch.cat([x for x, _ in found]), torch.cat([m for _, m in found])
     best = margins.view(n, per).argmin(1) + torch.arange(n, device=target.device) * per
     return points[best].detach(), margins[best]
@@ -169,7 +174,7 @@ def margin_attack(
 
 def _targeted(
     model: nn.Module, lower: Tensor, upper: Tensor, target: Tensor, image: Tensor, wrong: Tensor,
-    steps: int, generator: torch.Generator | None,
+    steps: int, generator: torch.Generator | None, deadline: float = math.inf,
 ) -> tuple[Tensor, Tensor]:  # fmt: skip
     """One chunk of `margin_attack`'s trajectories (of images `image`, towards classes `wrong`): each one's
     point of least margin over every class, and that margin."""
@@ -191,7 +196,7 @@ def _targeted(
         better = least < best_m
         best_x = torch.where(better.view(-1, *[1] * (x.dim() - 1)), x.detach(), best_x)
         best_m = torch.minimum(best_m, least)
-        if grad is None or _every_image_fooled(image, best_m, slots):
+        if grad is None or time.perf_counter() > deadline or _every_image_fooled(image, best_m, slots):
             break
         momentum = 0.9 * momentum + 0.1 * grad
         size = eps / 4 * 0.99**s / (1 - 0.9 ** (s + 1))
@@ -233,12 +238,16 @@ class Attacker:
         return torch.maximum(torch.minimum(points.to(lower.dtype), upper), lower)
 
     def targeted(
-        self, lower: Tensor, upper: Tensor, y: Tensor, steps: int, restarts: int, generator: torch.Generator
-    ) -> Tensor:
+        self, lower: Tensor, upper: Tensor, y: Tensor, steps: int, restarts: int, generator: torch.Generator,
+        deadline: float = math.inf,
+    ) -> Tensor:  # fmt: skip
         """`margin_attack`'s points in [lower, upper], in the boxes' precision (see `pgd`)."""
         if lower.dtype != torch.float64:
-            return margin_attack(self.model, lower, upper, y, steps, restarts, generator)[0]
+            return margin_attack(self.model, lower, upper, y, steps, restarts, generator, deadline=deadline)[
+                0
+            ]
         if self._fast is None:
             self._fast = copy.deepcopy(self.model).float()
-        points = margin_attack(self._fast, lower.float(), upper.float(), y, steps, restarts, generator)[0]
+        points = margin_attack(self._fast, lower.float(), upper.float(), y, steps, restarts, generator,
+                               deadline=deadline)[0]  # fmt: skip
         return torch.maximum(torch.minimum(points.to(lower.dtype), upper), lower)

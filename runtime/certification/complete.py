@@ -44,6 +44,21 @@ from daic.runtime.layers.activation import crown_relaxation
 ROOT_RATE = 0.5
 """Adam's rate for the intermediate bounds' slopes at the root (AlphaCROWN's default)."""
 
+ROOT_SHARE = 0.5
+"""The share of a search's time left after the root's first bound and attack that may go to tightening
+the intermediate bounds (alpha-CROWN, layer by layer): the root is then bounded again with them and the
+rest of the time splits. On an MNIST ConvBig, refining until the deadline left the search no time to
+bound the root again, and every tightened bound was lost."""
+
+INTERMEDIATE = ("auto", "crown", "root")
+"""Where a subdomain's intermediate bounds come from: CROWN again with its splits ("crown"), or the root's
+with the splits clamped in ("root", beta-CROWN's way); "auto" chooses by the root's cost (`CHEAP_ROOT`)."""
+
+CHEAP_ROOT = 0.02
+"""`intermediate="auto"` recomputes a subdomain's intermediate bounds by CROWN when the root's own CROWN
+pass took at most this share of the time limit (an MNIST ConvSmall: 0.1 s of 20), else keeps the root's
+(an MNIST ConvBig: 8 s; a subdomain's full CROWN pass costs as much, so a 20 s search would bound none)."""
+
 ATTACK_RESTARTS, ATTACK_STEPS = 4, 100
 """An attack of a search: random starts per other class (36 trajectories for ten classes) and the
 steps of each (`attacks.margin_attack`)."""
@@ -98,8 +113,9 @@ class Bounded:
 class _Tree:
     """One image's search: the open subdomains, worst bound first, and what the closed ones proved."""
 
-    def __init__(self, root: Bounded, batch: int) -> None:
+    def __init__(self, root: Bounded, batch: int, crown: bool) -> None:
         self.root, self.batch = root, batch
+        self.crown = crown  # whether a subdomain's intermediate bounds are recomputed by CROWN
         # A margin the root proves positive is positive on every subdomain: only the others are bounded
         # below it (on an image left open, usually one or two of the nine).
         self.open_rows = ~(root.lower[0] > 0)  # a NaN bound stays open
@@ -159,13 +175,16 @@ class BranchAndBound(Search):
 
     def __init__(
         self, timeout: float = 60.0, batch: int = 32, steps: int = 10, lr_alpha: float = 0.1,
-        lr_beta: float = 0.05, root_steps: int = 50, candidates: int = 3,
+        lr_beta: float = 0.05, root_steps: int = 50, candidates: int = 3, intermediate: str = "auto",
     ) -> None:  # fmt: skip
         if timeout <= 0 or batch < 1 or steps < 0 or root_steps < 0 or candidates < 1:
             raise ValueError(
                 "BranchAndBound: timeout > 0, batch >= 1, steps >= 0, root_steps >= 0 and candidates >= 1, "
                 "please"
             )
+        if intermediate not in INTERMEDIATE:
+            raise ValueError(f"BranchAndBound: intermediate is one of {INTERMEDIATE}, not {intermediate!r}")
+        self.intermediate = intermediate
         self.timeout, self.batch, self.steps = float(timeout), int(batch), int(steps)
         self.root_steps, self.candidates = int(root_steps), int(candidates)
         self.lr_alpha, self.lr_beta = float(lr_alpha), float(lr_beta)
@@ -176,7 +195,7 @@ class BranchAndBound(Search):
         search produced it."""
         defaults = inspect.signature(BranchAndBound.__init__).parameters
         given = [
-            f"{name}={getattr(self, name):g}"
+            f"{name}={_written(getattr(self, name))}"
             for name, param in defaults.items()
             if name != "self" and getattr(self, name) != param.default
         ]
@@ -186,10 +205,11 @@ class BranchAndBound(Search):
 
     def _search(self, model: nn.Module, batch: Batch, i: int, deadline: float) -> None:
         started, attacks = time.perf_counter(), _Attacks()
-        root = self._root(model, batch, i, deadline, attacks)
-        if root is None:
+        found = self._root(model, batch, i, deadline, attacks)
+        if found is None:
             return
-        tree = _Tree(root, self.batch)
+        root, crown = found
+        tree = _Tree(root, self.batch, crown)
         root_seconds = time.perf_counter() - started
         try:
             self._branch_and_bound(model, batch, i, tree, (started, deadline), attacks)
@@ -203,12 +223,15 @@ class BranchAndBound(Search):
         """Splits and bounds image i's open subdomains, worst first, until none is left (verified), one
         falsifies it, or `deadline` passes (unknown, with the worst open bound as its margin). Another
         attack runs whenever attacks have had less than `ATTACK_SHARE` of the time since the search began
-        (`time_span`: its start and its deadline)."""
+        (`time_span`: its start and its deadline). A round starts only if the last one's time still fits
+        before the deadline, so that the search keeps to its limit on a network whose round takes long."""
         began, deadline = time_span
-        while tree.queue and time.perf_counter() < deadline:
+        last = 0.0  # the seconds the last round of splitting and bounding took
+        while tree.queue and time.perf_counter() + last < deadline:
             due = attacks.seconds < ATTACK_SHARE * (time.perf_counter() - began)
-            if due and self._attacked(model, batch, i, attacks):
+            if due and self._attacked(model, batch, i, attacks, deadline):
                 return
+            round_began = time.perf_counter()
             picked = tree.pick(self.candidates)
             leaves = [domain for domain, choices in picked if not choices]
             splitting = [(domain, choices) for domain, choices in picked if choices]
@@ -219,6 +242,7 @@ class BranchAndBound(Search):
                 return
             if children and not self._bound_children(model, batch, i, children, tree, deadline):
                 return
+            last = time.perf_counter() - round_began
         outcome = batch.outcomes[i]
         if not tree.queue and tree.undecided == float("inf"):
             outcome.status, outcome.by = "verified", self.label
@@ -230,27 +254,36 @@ class BranchAndBound(Search):
 
     def _root(
         self, model: nn.Module, batch: Batch, i: int, deadline: float, attacks: _Attacks
-    ) -> Bounded | None:
-        """The whole box bounded (its intermediate bounds refined while time allows), or None where that,
-        or the attack before the search, decides image i."""
+    ) -> tuple[Bounded, bool] | None:
+        """The whole box bounded (its intermediate bounds refined for a share of the time), and whether
+        subdomains recompute their intermediate bounds by CROWN; None where the root, or the attack before
+        the search, decides image i."""
         y, lower, upper = batch.y[i : i + 1], batch.lower[i : i + 1], batch.upper[i : i + 1]
         # The root's intermediate bounds, the best of CROWN's, the intervals' and the hybrid zonotope's
         # (often the tightest on DiffAI-trained networks), hold on every subdomain: each is intersected
         # with them.
+        began = time.perf_counter()
         root = self._bound(model, lower, upper, y, [{}], batch.relu, deadline, companions=("box", "hbox"))
-        if self._decided(model, batch, i, root) or self._attacked(model, batch, i, attacks):
+        crown = self._recomputes(time.perf_counter() - began)
+        if self._decided(model, batch, i, root) or self._attacked(model, batch, i, attacks, deadline):
             return None
-        if self.root_steps and time.perf_counter() < deadline:
-            # Tighter intermediate bounds hold on every subdomain and leave fewer neurons to split.
-            prior = refined_intermediates(model, lower, upper, root.relu_inputs, batch.relu, self.root_steps,
-                                          ROOT_RATE, deadline)  # fmt: skip
-            if time.perf_counter() < deadline:  # else the root's bounds are what the search leaves
-                root = self._bound(model, lower, upper, y, [{}], batch.relu, deadline,
-                                   companions=("box", "hbox"), prior=prior,
-                                   steps=max(self.steps, self.root_steps))  # fmt: skip
-                if self._decided(model, batch, i, root):
-                    return None
-        return root
+        now = time.perf_counter()
+        if not self.root_steps or now >= deadline:
+            return root, crown
+        # Tighter intermediate bounds hold on every subdomain and leave fewer neurons to split; they get a
+        # share of the time, so that the root is bounded again with them and the search still splits.
+        prior = refined_intermediates(model, lower, upper, root.relu_inputs, batch.relu, self.root_steps,
+                                      ROOT_RATE, now + ROOT_SHARE * (deadline - now))  # fmt: skip
+        root = self._bound(model, lower, upper, y, [{}], batch.relu, deadline, companions=("box", "hbox"),
+                           prior=prior, steps=max(self.steps, self.root_steps), crown=False)  # fmt: skip
+        return None if self._decided(model, batch, i, root) else (root, crown)
+
+    def _recomputes(self, root_seconds: float) -> bool:
+        """Whether subdomains recompute their intermediate bounds by CROWN (see `INTERMEDIATE`), given the
+        seconds the root's CROWN pass took."""
+        if self.intermediate == "auto":
+            return root_seconds <= CHEAP_ROOT * self.timeout
+        return self.intermediate == "crown"
 
     def _choose(
         self, model: nn.Module, batch: Batch, i: int, tree: _Tree,
@@ -273,7 +306,7 @@ class BranchAndBound(Search):
         y, lower, upper = batch.y[i : i + 1], batch.lower[i : i + 1], batch.upper[i : i + 1]
         bounded = self._bound(model, lower.expand(n, *lower.shape[1:]), upper.expand(n, *upper.shape[1:]),
                               y.expand(n), trials, batch.relu, deadline, prior=tree.root.relu_inputs,
-                              open_rows=tree.open_rows, steps=0)  # fmt: skip
+                              open_rows=tree.open_rows, steps=0, crown=tree.crown)  # fmt: skip
         worst = bounded.lower.amin(1).masked_fill(bounded.infeasible, torch.inf).tolist()
         chosen, at = [], 0
         for _, choices in splitting:
@@ -305,7 +338,7 @@ class BranchAndBound(Search):
         bounded = self._bound(model, lower.expand(n, *lower.shape[1:]), upper.expand(n, *upper.shape[1:]),
                               y.expand(n), [c.signs for c in children], batch.relu, deadline,
                               prior=tree.root.relu_inputs, open_rows=tree.open_rows,
-                              warm=[c.warm for c in children])  # fmt: skip
+                              warm=[c.warm for c in children], crown=tree.crown)  # fmt: skip
         tree.bounded += n
         tree.deepest = max(tree.deepest, *(child.depth for child in children))
         if self._falsified(model, batch, i, bounded) or _not_a_number(batch, i, bounded.lower):
@@ -333,16 +366,16 @@ class BranchAndBound(Search):
             return True
         return False
 
-    def _attacked(self, model: nn.Module, batch: Batch, i: int, attacks: _Attacks) -> bool:
+    def _attacked(self, model: nn.Module, batch: Batch, i: int, attacks: _Attacks, deadline: float) -> bool:
         """A targeted attack, a few trajectories towards each other class (`attacks.margin_attack`): on
         images the cascade's attack left open it pays (at eps 0.3 on an MNIST ConvSmall, 8 of 12 images
         that searches of 60 s left unknown fell to an untargeted attack of 32 starts of 100 steps, in 0.23 s
         each). Seeded by the image's index and the count of `attacks` before it (which it adds to):
-        reproducible, and new starts each time."""
+        reproducible, and new starts each time. It stops at `deadline` with the best points so far."""
         started = time.perf_counter()
         lower, upper, y = batch.inner_lower[i : i + 1], batch.inner_upper[i : i + 1], batch.y[i : i + 1]
         generator = torch.Generator().manual_seed(batch.outcomes[i].index + 1_000_003 * attacks.count)
-        point = batch.attacker.targeted(lower, upper, y, ATTACK_STEPS, ATTACK_RESTARTS, generator)
+        point = batch.attacker.targeted(lower, upper, y, ATTACK_STEPS, ATTACK_RESTARTS, generator, deadline)
         # CPU: image numbers, read on the host; a CUDA tensor may be indexed by them as they are
         falsify(batch, torch.tensor([i]), point, least_margins(model, point, y), self.label)
         attacks.count += 1
@@ -365,14 +398,16 @@ class BranchAndBound(Search):
         self, model: nn.Module, lower: Tensor, upper: Tensor, y: Tensor, signs: list[dict[int, Tensor]],
         relu: str, deadline: float = float("inf"), companions: tuple[str, ...] = ("box",),
         prior: dict[int, tuple[Tensor, Tensor]] | None = None, open_rows: Tensor | None = None,
-        steps: int | None = None, warm: list[Warm | None] | None = None,
+        steps: int | None = None, warm: list[Warm | None] | None = None, crown: bool = True,
     ) -> Bounded:  # fmt: skip
         """The subdomains' bounds of the margins (those of `open_rows` only, when given), with `steps`
-        Adam steps of alpha- and beta-CROWN (default: the search's) from `warm` where given."""
+        Adam steps of alpha- and beta-CROWN (default: the search's) from `warm` where given; with `crown`,
+        every ReLU's input bounded by CROWN too, with the splits (else by the companions, within
+        `prior`)."""
         n = len(signs)
         splits = _stacked(signs, n)
         value = Symbolic.input(
-            lower, upper, companions, crown=True, splits=splits, prior=prior, deadline=deadline
+            lower, upper, companions, crown=crown, splits=splits, prior=prior, deadline=deadline
         )
         output = model.abstract(value, AbstractContext(training=False, relu=relu))
         rows = _margin_rows(y, output.shape[1], lower.dtype, open_rows)
@@ -388,11 +423,7 @@ class BranchAndBound(Search):
             )
             best, recorded, ended = found
         infeasible = output.analysis.infeasible.clone()
-        worst = best.argmin(1)
-        on_input = recorded[value.id].A[
-            torch.arange(n, device=worst.device), worst
-        ]  # (N, *input) the worst row at the input
-        corners = torch.where(on_input > 0, lower, upper)
+        corners = _minimisers(recorded[value.id].A, best, lower, upper)
         scores = [_scores(relus, recorded, best, k) for k in range(n)]
         relu_inputs = {node.parents[0].id: node.parents[0].bounds() for node in relus}
         # The margins folded into the layers after the last ReLU and bounded there by its (split, refined)
@@ -448,6 +479,19 @@ class BranchAndBound(Search):
             for k in range(n)
         ]
         return best, recorded, ended
+
+
+def _minimisers(on_input: Tensor, best: Tensor, lower: Tensor, upper: Tensor) -> Tensor:
+    """``(N, *input)``: each subdomain's corner of the box that minimises its worst row's linear bound
+    (`on_input`, ``(N, S, *input)``: the rows' coefficients at the input)."""
+    worst = best.argmin(1)
+    row = on_input[torch.arange(len(worst), device=worst.device), worst]
+    return torch.where(row > 0, lower, upper)
+
+
+def _written(value: float | str) -> str:
+    """An argument as the language writes it."""
+    return f'"{value}"' if isinstance(value, str) else f"{value:g}"
 
 
 def _keep_improved(improved: Tensor, *pairs: tuple[dict[int, Tensor], dict[int, Tensor]]) -> None:
@@ -513,15 +557,20 @@ def refined_intermediates(
     bound of each row kept (every slope in [0, 1] gives a sound one). After a layer is tightened the network
     is analysed again, so that later layers start from the tighter relaxations. A ReLU input that depends
     on no ReLU (the first layer's, or the first of a parallel branch) is affine in the input: its bounds are
-    exact already. Stops refining at `deadline`."""
+    exact already. Stops refining at `deadline`; every ReLU input's bounds of the last analysis are
+    returned, refined or not."""
     prior = dict(known)
     ctx = AbstractContext(training=False, relu=relu)
     relus: list[Symbolic] = []
     index, changed = 0, True
     while time.perf_counter() < deadline:
         if changed:
-            output = model.abstract(Symbolic.input(lower, upper, crown=True, prior=prior), ctx)
+            value = Symbolic.input(lower, upper, crown=True, prior=prior, deadline=deadline)
+            output = model.abstract(value, ctx)
             relus = sorted((n for n in output.ancestors() if _splits(n)), key=lambda n: n.id)
+            # Every layer's bounds of this analysis, so that later layers keep what the tighter earlier
+            # ones gave them even where the deadline stops the refining before they are reached.
+            prior.update({node.parents[0].id: node.parents[0].bounds() for node in relus})
             changed = False
         if index >= len(relus):
             break

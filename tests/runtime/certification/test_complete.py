@@ -83,11 +83,14 @@ def exact_least_margin(net: Sequential, lower: torch.Tensor, upper: torch.Tensor
 
 # The search as configured by default (the root refined, children warm-started from their parents, each
 # split chosen among three candidates by bounding their children), without the root's refinement, without
-# any optimisation (plain CROWN on every subdomain), and splitting on the best score alone.
-SEARCHES = [{}, {"root_steps": 0}, {"steps": 0, "root_steps": 0}, {"candidates": 1}]
+# any optimisation (plain CROWN on every subdomain), splitting on the best score alone, and keeping the
+# root's intermediate bounds in every subdomain (the default recomputes them on networks this small).
+SEARCHES = [{}, {"root_steps": 0}, {"steps": 0, "root_steps": 0}, {"candidates": 1}, {"intermediate": "root"}]
 
 
-@pytest.mark.parametrize("search", SEARCHES, ids=["default", "no-root-steps", "crown-only", "score-only"])
+@pytest.mark.parametrize(
+    "search", SEARCHES, ids=["default", "no-root-steps", "crown-only", "score-only", "root-bounds"]
+)
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_branch_and_bound_agrees_with_every_activation_pattern(seed, search):
     net = blob_network(seed)
@@ -145,6 +148,30 @@ def test_a_search_is_labelled_with_every_argument_that_differs_from_its_default(
     assert BranchAndBound(timeout=20, root_steps=0, lr_beta=0.01, candidates=1).label == (
         "BranchAndBound(timeout=20, lr_beta=0.01, root_steps=0, candidates=1)"
     )
+    assert BranchAndBound(intermediate="root").label == 'BranchAndBound(intermediate="root")'
+    with pytest.raises(ValueError, match="intermediate is one of"):
+        BranchAndBound(intermediate="late")
+
+
+def test_a_search_stops_at_the_earlier_of_its_timeout_and_its_until():
+    """A property's limit covers the whole cascade: a search handed an absolute `until` ends there even
+    where its own timeout would run longer, and the images it leaves are unknown."""
+    net = blob_network(3, width=6)
+    x = torch.rand(40, 2, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    with torch.no_grad():
+        y = net(x).argmax(1)
+    search = BranchAndBound(timeout=30, batch=4, steps=0)
+    seen = []
+    original = search._search
+    search._search = lambda model, batch, i, deadline: (
+        seen.append(deadline),
+        original(model, batch, i, deadline),
+    )
+    search.until = time.perf_counter() - 1  # already past: nothing is searched for long
+    outcomes = certify(net, [CROWNBound(), search], x, y, EPS, (0.0, 1.0))
+    assert seen and all(deadline == search.until for deadline in seen)
+    assert {o.status for o in outcomes} <= {"verified", "falsified", "unknown"}
+    assert any(o.status == "unknown" and o.by is None for o in outcomes)
 
 
 def test_a_search_past_its_time_limit_is_unknown_with_a_sound_lower_bound():
@@ -161,14 +188,14 @@ def test_a_search_past_its_time_limit_is_unknown_with_a_sound_lower_bound():
 
 
 def test_an_attack_before_the_search_falsifies_what_the_root_bound_leaves_open():
-    """Without an attack in the cascade and with no time to search, the images whose balls hold a
-    counterexample are falsified by the attack branch and bound runs first, at a point the network
-    misclassifies; none of the others is."""
+    """Without an attack in the cascade, the images whose balls hold a counterexample are falsified by
+    the attack branch and bound runs first (or by its search), at a point the network misclassifies; none
+    of the others is. (The attack keeps to the time limit too: a limit of 1e-9 s leaves it one step.)"""
     net = blob_network(2)
     x = torch.rand(30, 2, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
     with torch.no_grad():
         y = net(x).argmax(1)
-    outcomes = certify(net, [BranchAndBound(timeout=1e-9)], x, y, 0.15, (0.0, 1.0))
+    outcomes = certify(net, [BranchAndBound(timeout=1.0)], x, y, 0.15, (0.0, 1.0))
     truths = [
         exact_least_margin(net, (p - 0.15).clamp(0, 1), (p + 0.15).clamp(0, 1), int(t))
         for p, t in zip(x, y, strict=True)
@@ -178,7 +205,7 @@ def test_an_attack_before_the_search_falsifies_what_the_root_bound_leaves_open()
     assert falsified == [t < -1e-3 for t in truths]  # every clear counterexample is found, and only those
     for o, truth in zip(outcomes, truths, strict=True):
         if o.status == "falsified":
-            assert o.by == "BranchAndBound(timeout=1e-09)" and truth - 1e-9 <= o.margin <= 0
+            assert o.by == "BranchAndBound(timeout=1)" and truth - 1e-9 <= o.margin <= 0
 
 
 def test_the_searchs_attack_runs_in_float32_and_hands_back_points_inside_the_float64_box():
