@@ -7,7 +7,11 @@ CPU thread each, the same limit per property:
     daic verify --vnnlib DIR/instances.csv --timeout 20 --threads 1 --out daic.jsonl
     python abcrown.py --config CONFIG --root_path DIR --csv_name instances.csv \
         --override_timeout 20 --results_file abcrown.pkl        # in alpha-beta-CROWN's own environment
-    python bench/verifiers.py --daic daic.jsonl --abcrown abcrown.pkl --timeout 20
+    python bench/verifiers.py --daic daic.jsonl --abcrown abcrown.pkl --csv DIR/instances.csv --timeout 20
+
+At a longer limit, the properties each tool left unknown are run again (a csv of those lines): give each
+tool's records in order, `--daic d20.jsonl d60.jsonl --abcrown a20.pkl a60.pkl --csv all.csv open60.csv`,
+and a property's verdict is the last record's that holds it.
 
 alpha-beta-CROWN's results file is a pickle: ``summary`` maps each status to the instances (csv rows)
 that ended so, ``results`` holds ``[status, seconds]`` in the order they ran. Its statuses: ``safe`` and
@@ -18,28 +22,33 @@ daic's search stops at its limit: the table compares what each decides within it
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import pickle
 from collections import Counter
 from pathlib import Path
 
 VERDICTS = ("verified", "falsified", "unknown")
+Verdicts = dict[str, tuple[str, float]]
+"""A property's (verdict, seconds), by its file as the instances name it."""
 
 
-def daic_verdicts(path: Path) -> dict[int, tuple[str, float]]:
-    """Each property's (verdict, seconds) in a `daic verify --vnnlib` record, by its csv row."""
+def daic_verdicts(path: Path) -> Verdicts:
+    """Each property's (verdict, seconds) in a `daic verify --vnnlib` record."""
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     return {
-        row["index"]: (row["status"] if row["status"] in VERDICTS else "unknown", row["seconds"])
+        row["property"]: (row["status"] if row["status"] in VERDICTS else "unknown", row["seconds"])
         for row in rows
     }
 
 
-def abcrown_verdicts(path: Path) -> tuple[dict[int, tuple[str, float]], int]:
-    """Each instance's (verdict, seconds) in alpha-beta-CROWN's results file, and how many verdicts
-    came past the limit (counted unknown)."""
+def abcrown_verdicts(path: Path, instances: Path) -> tuple[Verdicts, int]:
+    """Each instance's (verdict, seconds) in alpha-beta-CROWN's results file (its instances, in order, the
+    lines of `instances`), and how many verdicts came past the limit (counted unknown)."""
     with path.open("rb") as handle:
         found = pickle.load(handle)
+    with instances.open(newline="") as handle:
+        names = [row[1].strip() for row in csv.reader(handle) if row]
     order = sorted((index, status) for status, indices in found["summary"].items() for index in indices)
     verdicts, late = {}, 0
     for (index, _), (status, seconds) in zip(order, found["results"], strict=True):
@@ -50,11 +59,19 @@ def abcrown_verdicts(path: Path) -> tuple[dict[int, tuple[str, float]], int]:
         if "(timed out)" in status and verdict != "unknown":
             late += 1
             verdict = "unknown"
-        verdicts[index] = (verdict, float(seconds))
+        verdicts[names[index]] = (verdict, float(seconds))
     return verdicts, late
 
 
-def table(tools: dict[str, dict[int, tuple[str, float]]], timeout: float) -> str:
+def merged(runs: list[Verdicts]) -> Verdicts:
+    """Runs in order: a property's verdict and seconds are those of the last run that holds it."""
+    out: Verdicts = {}
+    for run in runs:
+        out.update(run)
+    return out
+
+
+def table(tools: dict[str, Verdicts], timeout: float) -> str:
     """A markdown row per tool over the properties both decided something about."""
     shared = sorted(set.intersection(*(set(v) for v in tools.values())))
     lines = [
@@ -71,27 +88,38 @@ def table(tools: dict[str, dict[int, tuple[str, float]]], timeout: float) -> str
     return "\n".join(lines)
 
 
-def differences(ours: dict[int, tuple[str, float]], theirs: dict[int, tuple[str, float]]) -> list[str]:
+def differences(ours: Verdicts, theirs: Verdicts) -> list[str]:
     """The properties where the verdicts differ, each with both tools' verdicts and seconds."""
     lines = []
-    for index in sorted(set(ours) & set(theirs)):
-        (a, sa), (b, sb) = ours[index], theirs[index]
+    for name in [name for name in ours if name in theirs]:
+        (a, sa), (b, sb) = ours[name], theirs[name]
         if a != b:
             conflict = "  CONFLICT" if {a, b} == {"verified", "falsified"} else ""
-            lines.append(f"  {index}: daic {a} ({sa:.1f} s), alpha-beta-CROWN {b} ({sb:.1f} s){conflict}")
+            lines.append(f"  {name}: daic {a} ({sa:.1f} s), alpha-beta-CROWN {b} ({sb:.1f} s){conflict}")
     return lines
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--daic", type=Path, required=True, help="daic verify --vnnlib's record (JSON lines)")
-    parser.add_argument("--abcrown", type=Path, required=True, help="alpha-beta-CROWN's results file")
-    parser.add_argument("--timeout", type=float, required=True, help="the limit per property both ran with")
+    parser.add_argument("--daic", type=Path, nargs="+", required=True,
+                        help="daic verify --vnnlib's records (JSON lines), in order")  # fmt: skip
+    parser.add_argument("--abcrown", type=Path, nargs="+", required=True,
+                        help="alpha-beta-CROWN's results files, in order")  # fmt: skip
+    parser.add_argument("--csv", type=Path, nargs="+", required=True,
+                        help="the instances each results file ran, one per --abcrown file")  # fmt: skip
+    parser.add_argument(
+        "--timeout", type=float, required=True, help="the limit per property (the last runs')"
+    )
     args = parser.parse_args()
-    ours = daic_verdicts(args.daic)
-    theirs, late = abcrown_verdicts(args.abcrown)
+    if len(args.csv) != len(args.abcrown):
+        parser.error("give one --csv per --abcrown results file")
+    ours = merged([daic_verdicts(path) for path in args.daic])
+    found = [
+        abcrown_verdicts(path, instances) for path, instances in zip(args.abcrown, args.csv, strict=True)
+    ]
+    theirs = merged([verdicts for verdicts, _ in found])
     print(table({"daic": ours, "alpha-beta-CROWN": theirs}, args.timeout))
-    print(f"\nalpha-beta-CROWN verdicts past the limit (counted unknown): {late}")
+    print(f"\nalpha-beta-CROWN verdicts past the limit (counted unknown): {sum(late for _, late in found)}")
     print("properties where the verdicts differ:")
     print("\n".join(differences(ours, theirs)) or "  none")
 
