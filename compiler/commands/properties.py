@@ -213,13 +213,10 @@ def _check_sizes(instance: Instance, prop: Property, certifier: Certifier) -> No
 
 
 def _within(steps: list, deadline: float) -> list:
-    """The cascade with its complete steps ending at the property's `deadline` (`time.perf_counter()`)."""
-    cut = []
-    for step in steps:
-        if step.complete:
-            step = copy.copy(step)
-            step.until = deadline
-        cut.append(step)
+    """The cascade with its steps ending at the property's `deadline` (`time.perf_counter()`)."""
+    cut = [copy.copy(step) for step in steps]
+    for step in cut:
+        step.until = deadline
     return cut
 
 

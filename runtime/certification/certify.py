@@ -112,6 +112,10 @@ class Step:
     complete = False
     verifies = True
     times_each = False  # whether `decide` adds each image's own seconds (else they share the step's)
+    until = math.inf
+    """A `time.perf_counter()` reading the step works no further past: a VNN-LIB property's limit covers
+    the whole cascade. A search stops there; a bound that would pass it bounds what is left more loosely
+    (CROWN keeps the companion domains' bounds of the neurons it has not reached)."""
 
     def decide(self, model: nn.Module, batch: Batch, pending: Tensor) -> None:
         """Settles what it can of the images ``pending`` (indices into the batch), in their outcomes."""
@@ -129,9 +133,6 @@ class Search(Step):
     complete = True
     times_each = True
     timeout = 60.0
-    until = math.inf
-    """A `time.perf_counter()` reading no search goes past, whatever its timeout: a VNN-LIB property's
-    limit covers the whole cascade, the steps before the search included."""
 
     def decide(self, model: nn.Module, batch: Batch, pending: Tensor) -> None:
         for i in pending.tolist():

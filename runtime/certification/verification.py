@@ -122,7 +122,8 @@ class CROWNBound(MarginBound):
         if "hbox" in companions and not slot_count_matters(model, training=False):
             dropping = dropping_dead_terms()
         with dropping:
-            return self._run(model, Symbolic.input(lower, upper, companions, crown=crown), relu)
+            value = Symbolic.input(lower, upper, companions, crown=crown, deadline=self.until)
+            return self._run(model, value, relu)
 
     def margins(self, model, lower, upper, target, relu):
         output = self._output(model, lower, upper, relu)
@@ -164,7 +165,7 @@ class AlphaCROWNBound(CROWNBound):
         output = self._output(model, lower, upper, relu)
         best = torch.maximum(output.margin_lower(target), output.margin_lower(target, until_nonlinear=True))
         rows = Dense(margin_others(target, output.shape[1], lower.dtype)[0])
-        return optimized_lower(output, rows, best, self.steps, self.lr)
+        return optimized_lower(output, rows, best, self.steps, self.lr, self.until)
 
 
 PATIENCE, STALE_GAIN = 20, 1e-4

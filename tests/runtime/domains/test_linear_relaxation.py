@@ -265,6 +265,24 @@ def test_past_its_deadline_crown_refines_no_more_neurons_and_keeps_the_interval_
     assert width(crown) < width(late) - 0.1  # CROWN was tighter
 
 
+def test_a_crown_step_past_its_until_bounds_as_crown_over_intervals_does():
+    """A VNN-LIB property's limit reaches the cascade's CROWN step: past it, the step's margins are those
+    of CROWN over the intervals (sound, looser), and alpha-CROWN takes no step."""
+    net = Sequential(Linear(4, 12), ReLU(), Linear(12, 12), ReLU(), Linear(12, 3)).double()
+    randomize(net, 5)
+    lower, upper = input_box((4,), batch=3, seed=5, device="cpu")
+    target = torch.tensor([0, 1, 2])
+    late, alpha = CROWNBound(), AlphaCROWNBound(steps=20)
+    late.until = alpha.until = 0.0
+    with torch.no_grad():
+        found = late.margins(net, lower, upper, target, "hybrid")
+        intervals = CROWNBound("box").margins(net, lower, upper, target, "hybrid")
+        full = CROWNBound().margins(net, lower, upper, target, "hybrid")
+        torch.testing.assert_close(found, intervals, rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(alpha.margins(net, lower, upper, target, "hybrid"), found)
+    assert float((full - found).sum()) > 0.1  # the full CROWN bound was tighter
+
+
 @pytest.mark.parametrize("c_out", [1, 2, 5])
 @pytest.mark.parametrize(("stride", "padding", "extra"), [((1, 1), (0, 0), (0, 0)), ((2, 2), (1, 1), (1, 1))])
 def test_the_fast_transposed_convolutions_give_torchs_numbers(c_out, stride, padding, extra):
