@@ -574,8 +574,8 @@ def _start_dashboard(storage: str) -> None:
     show_default=True,
     help="The cascade, in order: each image goes to the next domain while the earlier ones leave it "
     "undecided. A domain as in a scheme's Verify(...): Box, HBox, CROWN, AlphaCROWN(steps=50), "
-    "BranchAndBound(timeout=60), ... (`daic doc BranchAndBound`). With --vnnlib: Box, CROWN, then "
-    "InputSplit for a network of at most 32 inputs, else BranchAndBound, within --timeout.",
+    "BranchAndBound(timeout=60), ... (`daic doc BranchAndBound`). With --vnnlib: Box, CROWN and "
+    "InputSplit for a network of at most 32 inputs, else Box and BranchAndBound, within --timeout.",
 )
 @click.option(
     "--attack/--no-attack", default=True, show_default=True, help="PGD first, to falsify images cheaply."

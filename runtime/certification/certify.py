@@ -137,8 +137,11 @@ class Search(Step):
     def decide(self, model: nn.Module, batch: Batch, pending: Tensor) -> None:
         for i in pending.tolist():
             started = time.perf_counter()
+            deadline = min(started + self.timeout, self.until)
+            if deadline <= started:  # the steps before used the time: the image stays unknown
+                continue
             with torch.no_grad(), exact_float():
-                self._search(model, batch, i, min(started + self.timeout, self.until))
+                self._search(model, batch, i, deadline)
             batch.outcomes[i].seconds += time.perf_counter() - started
 
     def _search(self, model: nn.Module, batch: Batch, i: int, deadline: float) -> None:
