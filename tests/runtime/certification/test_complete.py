@@ -153,25 +153,46 @@ def test_a_search_is_labelled_with_every_argument_that_differs_from_its_default(
         BranchAndBound(intermediate="late")
 
 
-def test_a_search_stops_at_the_earlier_of_its_timeout_and_its_until():
-    """A property's limit covers the whole cascade: a search handed an absolute `until` ends there even
-    where its own timeout would run longer, and the images it leaves are unknown."""
-    net = blob_network(3, width=6)
-    x = torch.rand(40, 2, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
-    with torch.no_grad():
-        y = net(x).argmax(1)
+def _recording_search() -> tuple[BranchAndBound, list[float]]:
+    """A search whose per-image deadlines are recorded as it is handed them."""
     search = BranchAndBound(timeout=30, batch=4, steps=0)
-    seen = []
+    seen: list[float] = []
     original = search._search
     search._search = lambda model, batch, i, deadline: (
         seen.append(deadline),
         original(model, batch, i, deadline),
     )
-    search.until = time.perf_counter() - 1  # already past: nothing is searched for long
+    return search, seen
+
+
+def _blob_batch() -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor]:
+    net = blob_network(3, width=6)
+    x = torch.rand(40, 2, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    with torch.no_grad():
+        y = net(x).argmax(1)
+    return net, x, y
+
+
+def test_a_search_stops_at_the_earlier_of_its_timeout_and_its_until():
+    """A property's limit covers the whole cascade: a search handed an absolute `until` ends there even
+    where its own timeout would run longer."""
+    net, x, y = _blob_batch()
+    search, seen = _recording_search()
+    search.until = time.perf_counter() + 0.5
     outcomes = certify(net, [CROWNBound(), search], x, y, EPS, (0.0, 1.0))
     assert seen and all(deadline == search.until for deadline in seen)
     assert {o.status for o in outcomes} <= {"verified", "falsified", "unknown"}
-    assert any(o.status == "unknown" and o.by is None for o in outcomes)
+
+
+def test_a_search_whose_until_has_passed_leaves_its_images_unknown_without_searching():
+    net, x, y = _blob_batch()
+    search, seen = _recording_search()
+    search.until = time.perf_counter() - 1
+    outcomes = certify(net, [CROWNBound(), search], x, y, EPS, (0.0, 1.0))
+    assert seen == []
+    left = [o for o in outcomes if o.status == "unknown"]
+    assert left and all(o.by is None for o in left)
+    assert len(left) + sum(o.status == "verified" for o in outcomes) == len(outcomes)
 
 
 def test_a_search_past_its_time_limit_is_unknown_with_a_sound_lower_bound():
