@@ -167,8 +167,15 @@ DECLARATIONS = [
         DOMAIN,
         (
             SEARCH_TIMEOUT,
-            Param("batch", INT, 32, "Subdomains bounded together per step of the search.", low=1),
-            Param("steps", INT, 10, "Adam steps on the slopes and split multipliers per bounding.", low=0),
+            Param(
+                "batch",
+                INT,
+                32,
+                "Subdomains split per round of the search; while fewer are open, each is split on several "
+                "neurons at once (up to 7), so that a round bounds up to twice this many children.",
+                low=1,
+            ),
+            Param("steps", INT, 20, "Adam steps on the slopes and split multipliers per bounding.", low=0),
             Param(
                 "root_steps",
                 INT,

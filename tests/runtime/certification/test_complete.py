@@ -143,6 +143,41 @@ def test_branch_and_bound_decides_what_crown_leaves_open():
     assert max(effort["attacks"] for effort in split) >= 2
 
 
+def _counting(bound_children, sizes: list[int]):
+    """`bound_children` that records how many children each of its calls (each round) bounds."""
+
+    def counted(model, batch, i, children, tree, deadline):
+        sizes.append(len(children))
+        return bound_children(model, batch, i, children, tree, deadline)
+
+    return counted
+
+
+def test_a_short_queue_is_split_on_several_neurons_a_round():
+    """With one subdomain open and room for 8 children (batch 4), a round splits it on 3 neurons at once;
+    with batch 1, on one: the first round's children are 8 and 2, and the verdicts are the same."""
+    net = blob_network(3, width=6)
+    x = torch.rand(40, 2, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    with torch.no_grad():
+        y = net(x).argmax(1)
+    crown = certify(net, [CROWNBound()], x, y, EPS, (0.0, 1.0))
+    open_images = [i for i, o in enumerate(crown) if o.status == "unknown"]
+    efforts, verdicts = {}, {}
+    for batch in (1, 4):
+        search = BranchAndBound(timeout=30, batch=batch, steps=0, root_steps=0, candidates=1)
+        sizes: list[int] = []
+        search._bound_children = _counting(search._bound_children, sizes)
+        outcomes = certify(net, [search], x[open_images], y[open_images], EPS, (0.0, 1.0))
+        verdicts[batch] = [o.status for o in outcomes]
+        efforts[batch] = ([o.search for o in outcomes if o.search and o.search["subdomains"]], sizes)
+    assert verdicts[1] == verdicts[4]
+    (one, one_sizes), (four, four_sizes) = efforts[1], efforts[4]
+    assert one and four and set(one_sizes) == {2} and max(four_sizes) == 8
+    assert all(effort["depth"] >= 3 for effort in four)
+    # Several levels a round: the searches with batch 4 take fewer rounds in all than with batch 1.
+    assert len(four_sizes) < len(one_sizes)
+
+
 def test_a_search_is_labelled_with_every_argument_that_differs_from_its_default():
     assert BranchAndBound().label == "BranchAndBound"
     assert BranchAndBound(timeout=20, root_steps=0, lr_beta=0.01, candidates=1).label == (
