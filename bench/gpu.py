@@ -13,7 +13,7 @@ Sections:
   CIFAR-10-shaped data, and HBox certification of ResNet-Tiny over 10,000 images.
 - cnn7: the methods of examples/mnist_methods.dai on CNN7 (examples/mnist_cnn7.net; TAPS with
   examples/mnist_cnn7_taps.net) at eps 0.1 and 0.3, several runs at once, each then certified by
-  `daic verify` with the cascade of docs/certification.md (PGD, Box, CROWN, branch and bound).
+  `daic verify` with the cascade of docs/certification.md (Box, PGD, CROWN, branch and bound).
 
 A section starts only if the time left can hold its least useful run, and is stopped (SIGINT, then SIGKILL)
 when the budget would be overrun, with a line saying so; what it finished is in its file.

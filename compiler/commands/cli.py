@@ -578,7 +578,10 @@ def _start_dashboard(storage: str) -> None:
     "InputSplit for a network of at most 32 inputs, else Box and BranchAndBound, within --timeout.",
 )
 @click.option(
-    "--attack/--no-attack", default=True, show_default=True, help="PGD first, to falsify images cheaply."
+    "--attack/--no-attack",
+    default=True,
+    show_default=True,
+    help="PGD, to falsify images cheaply: after Box, before the costlier domains.",
 )
 @click.option("--dataset", help="The data set (default: the one the checkpoint was trained on).")
 @click.option("--data", "data_root", type=click.Path(file_okay=False), help="Folder of the data set's files.")

@@ -89,7 +89,7 @@ def prepare(settings: Settings, group: Group) -> Certification:
 
 def cascade_of(domains: Sequence[str], attack: bool) -> list:
     """The cascade's steps for the domains as the language writes them (`--domain`), each once, in order;
-    an attack first when asked for (or when a step is complete)."""
+    an attack when asked for (or when a step is complete), after the cheap ones (Box)."""
     from daic.compiler.checking.expressions import ExpressionError, check_expression
     from daic.compiler.lower import lower_value
     from daic.compiler.types import DOMAIN

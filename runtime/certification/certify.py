@@ -106,11 +106,13 @@ def exact_float():
 class Step:
     """One stage of the cascade: everything a cascade holds is one (an attack, a bound, a search).
     ``complete``: it decides every image it is given time for; ``verifies``: it can prove an image (an
-    attack only falsifies)."""
+    attack only falsifies); ``cheap``: it costs less than an attack (a cascade attacks only what its
+    leading cheap steps leave: an image one of them verifies cannot be falsified)."""
 
     label = ""
     complete = False
     verifies = True
+    cheap = False
     times_each = False  # whether `decide` adds each image's own seconds (else they share the step's)
     until = math.inf
     """A `time.perf_counter()` reading the step works no further past: a VNN-LIB property's limit covers
@@ -190,12 +192,14 @@ def falsify(batch: Batch, pending: Tensor, points: Tensor, margins: Tensor, by: 
 
 
 def cascade(methods: Sequence[Step], attack: bool = False) -> list[Step]:
-    """The steps `methods` in order; first an attack, to falsify cheaply, when asked for or when a method
-    is complete (branch and bound would otherwise search until it finds the counterexample the attack
-    finds in a few steps)."""
+    """The steps `methods` in order, with an attack when asked for or when a method is complete (branch and
+    bound would otherwise search until it finds the counterexample the attack finds in a few steps): after
+    the leading cheap steps, before the first that costs more than it. On MNIST ConvSmall's VNN-LIB
+    properties, an attack before Box took 0.27 s of a Box-verified property's 0.43 s."""
     steps = list(methods)
     if attack or any(step.complete for step in steps):
-        steps.insert(0, Attack())
+        leading = next((k for k, step in enumerate(steps) if not step.cheap), len(steps))
+        steps.insert(leading, Attack())
     return steps
 
 

@@ -76,7 +76,8 @@ class PGDAccuracy(Test):
 
 class Verify(Test):
     """Verified robustness by a domain, or by a cascade of them (a list, tried in order per image; an
-    attack first when one of them is complete, so that it spends no search on a falsifiable image)."""
+    attack before the first costly one when one of them is complete, so that it spends no search on a
+    falsifiable image; see `cascade`)."""
 
     needs_float64 = True
 

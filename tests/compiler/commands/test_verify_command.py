@@ -55,7 +55,7 @@ def test_every_image_gets_one_line_and_the_summary_counts_them(weights, tmp_path
             assert row["domain"] in ("Box", "CROWN") and row["margin"] > 0
         if row["status"] == "falsified":
             assert row["domain"] in ("clean", "PGD") and row["margin"] <= 0
-    assert summary["cascade"] == ["PGD", "Box", "CROWN"]
+    assert summary["cascade"] == ["Box", "PGD", "CROWN"]
     counts = {s: sum(row["status"] == s for row in record) for s in ("verified", "falsified", "unknown")}
     assert {s: summary[s] for s in counts} == counts and summary["images"] == 150
     assert summary["verified_by"] == {

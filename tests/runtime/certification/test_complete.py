@@ -12,7 +12,7 @@ from scipy.optimize import linprog
 
 from daic.runtime import Linear, ReLU, Sequential
 from daic.runtime.certification.attacks import Attacker
-from daic.runtime.certification.certify import Attack, Batch, Outcome, certify, falsify
+from daic.runtime.certification.certify import Attack, Batch, Outcome, cascade, certify, falsify
 from daic.runtime.certification.complete import BranchAndBound, refined_intermediates
 from daic.runtime.certification.verification import BoxBound, CROWNBound
 from daic.runtime.context import AbstractContext
@@ -176,6 +176,36 @@ def test_a_short_queue_is_split_on_several_neurons_a_round():
     assert all(effort["depth"] >= 3 for effort in four)
     # Several levels a round: the searches with batch 4 take fewer rounds in all than with batch 1.
     assert len(four_sizes) < len(one_sizes)
+
+
+def test_the_cascade_attacks_only_what_its_cheap_steps_leave():
+    """The attack goes after the leading cheap steps (Box) and before the first costly one; an image Box
+    verifies is never attacked."""
+
+    def labels(methods, attack=False):
+        return [step.label for step in cascade(methods, attack)]
+
+    assert labels([BoxBound(), BranchAndBound()]) == ["Box", "PGD", "BranchAndBound"]
+    assert labels([CROWNBound(), BoxBound()], attack=True) == ["PGD", "CROWN", "Box"]
+    assert labels([BoxBound()], attack=True) == ["Box", "PGD"]
+    assert labels([BoxBound(), CROWNBound()]) == ["Box", "CROWN"]
+    net = blob_network(3, width=6)
+    x = torch.rand(40, 2, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    with torch.no_grad():
+        y = net(x).argmax(1)
+    steps = cascade([BoxBound(), CROWNBound()], attack=True)
+    attacked: list[int] = []
+    decide = steps[1].decide
+
+    def recorded(model, batch, pending):
+        attacked.extend(pending.tolist())
+        decide(model, batch, pending)
+
+    steps[1].decide = recorded
+    outcomes = certify(net, steps, x, y, 0.05, (0.0, 1.0))
+    by_box = {o.index for o in outcomes if o.by == "Box"}
+    assert by_box and attacked and not by_box & set(attacked)
+    assert set(attacked) == {o.index for o in outcomes if o.by != "Box" and o.by != "clean"}
 
 
 def test_a_search_is_labelled_with_every_argument_that_differs_from_its_default():
