@@ -46,10 +46,11 @@ ROOT_RATE = 0.5
 """Adam's rate for the intermediate bounds' slopes at the root (AlphaCROWN's default)."""
 
 ROOT_SHARE = 0.5
-"""The share of a search's time left after the root's first bound and attack that may go to tightening
-the intermediate bounds (alpha-CROWN, layer by layer): the root is then bounded again with them and the
+"""The share of the time left that each phase of the root may take: its first bound (CROWN), then
+tightening the intermediate bounds (alpha-CROWN, layer by layer), then bounding it again with them; the
 rest of the time splits. On an MNIST ConvBig, refining until the deadline left the search no time to
-bound the root again, and every tightened bound was lost."""
+bound the root again, and every tightened bound was lost; on a CNN7, the first bound alone took longer
+than a 20 s limit."""
 
 INTERMEDIATE = ("auto", "crown", "root")
 """Where a subdomain's intermediate bounds come from: CROWN again with its splits ("crown"), or the root's
@@ -128,6 +129,7 @@ class _Tree:
         self.queue = [Subdomain(float(root.lower.min()), 0, {}, 0, root.warm_for_rows(self.open_rows)[0])]
         self.scores = {0: root.scores[0]}
         self.counter, self.proved, self.undecided = 1, float("inf"), float("inf")
+        self.child_seconds: float | None = None  # what bounding one child took in the last round
         self.bounded, self.deepest = 0, 0  # subdomains bounded, and the most splits any of them has
 
     def effort(self, root_seconds: float, attacks: _Attacks) -> dict[str, float]:
@@ -156,15 +158,19 @@ class _Tree:
             self.counter += 1
         return children
 
-    def levels(self, splitting: int) -> int:
+    def levels(self, splitting: int, seconds_left: float) -> int:
         """How many neurons each of `splitting` subdomains is split on at once: as many as keep a round's
-        children within twice the batch (one, with a full queue). A short queue is split several levels
-        deep in one round, as alpha-beta-CROWN does, instead of one level a round: on an MNIST ConvSmall
-        image whose search ran 28 rounds deep for 22 s, a round costs nearly as much for 2 children as
-        for 64."""
-        if splitting == 0:
+        children within twice the batch (one, with a full queue) and, at the last round's seconds per
+        child, its time within a quarter of `seconds_left` (one in the first round, which measures it).
+        A short queue is split several levels deep in one round, as alpha-beta-CROWN does, instead of one
+        level a round: on an MNIST ConvSmall image whose search ran 28 rounds deep for 22 s, a round cost
+        nearly as much for 2 children as for 64; on an MNIST ConvBig, 64 children took 15 s."""
+        if splitting == 0 or self.child_seconds is None:
             return 1
-        return max(1, min(MAX_LEVELS, int(math.log2(2 * self.batch / splitting))))
+        room = 2 * self.batch / splitting
+        if self.child_seconds > 0:
+            room = min(room, seconds_left / 4 / (self.child_seconds * splitting))
+        return max(1, min(MAX_LEVELS, int(math.log2(max(room, 1)))))
 
     def split_signs(self, parent: dict[int, Tensor], choice: tuple[int, int]) -> list[dict[int, Tensor]]:
         """The split decisions `parent` with the neuron `choice` fixed active, and inactive."""
@@ -253,13 +259,16 @@ class BranchAndBound(Search):
             leaves = [domain for domain, ranked in picked if not ranked]
             splitting = [(domain, ranked) for domain, ranked in picked if ranked]
             chosen = self._choose(model, batch, i, tree, splitting, deadline)
-            levels = tree.levels(len(splitting))
+            levels = tree.levels(len(splitting), deadline - time.perf_counter())
             children = [child for (domain, ranked), choice in zip(splitting, chosen, strict=True)
                         for child in tree.split(domain, _neurons(choice, ranked, levels))]  # fmt: skip
             if not self._settle(model, batch, i, leaves, tree):
                 return
+            bounding = time.perf_counter()
             if children and not self._bound_children(model, batch, i, children, tree, deadline):
                 return
+            if children:
+                tree.child_seconds = (time.perf_counter() - bounding) / len(children)
             last = time.perf_counter() - round_began
         outcome = batch.outcomes[i]
         if not tree.queue and tree.undecided == float("inf"):
@@ -280,8 +289,11 @@ class BranchAndBound(Search):
         # The root's intermediate bounds, the best of CROWN's, the intervals' and the hybrid zonotope's
         # (often the tightest on DiffAI-trained networks), hold on every subdomain: each is intersected
         # with them.
+        # The first pass gets at most a share of the time: on a CNN7, CROWN on every layer takes longer
+        # than a 20 s limit, and the layers it does not reach keep the companions' bounds.
         began = time.perf_counter()
-        root = self._bound(model, lower, upper, y, [{}], batch.relu, deadline, companions=("box", "hbox"))
+        first = began + ROOT_SHARE * (deadline - began)
+        root = self._bound(model, lower, upper, y, [{}], batch.relu, first, companions=("box", "hbox"))
         crown = self._recomputes(time.perf_counter() - began)
         if self._decided(model, batch, i, root) or self._attacked(model, batch, i, attacks, deadline):
             return None
@@ -292,8 +304,10 @@ class BranchAndBound(Search):
         # share of the time, so that the root is bounded again with them and the search still splits.
         prior = refined_intermediates(model, lower, upper, root.relu_inputs, batch.relu, self.root_steps,
                                       ROOT_RATE, now + ROOT_SHARE * (deadline - now))  # fmt: skip
-        root = self._bound(model, lower, upper, y, [{}], batch.relu, deadline, companions=("box", "hbox"),
-                           prior=prior, steps=max(self.steps, self.root_steps), crown=False)  # fmt: skip
+        now = time.perf_counter()
+        root = self._bound(model, lower, upper, y, [{}], batch.relu, now + ROOT_SHARE * (deadline - now),
+                           companions=("box", "hbox"), prior=prior, steps=max(self.steps, self.root_steps),
+                           crown=False)  # fmt: skip
         return None if self._decided(model, batch, i, root) else (root, crown)
 
     def _recomputes(self, root_seconds: float) -> bool:
@@ -468,7 +482,7 @@ class BranchAndBound(Search):
         optimizer = torch.optim.Adam(groups) if groups else None
         kept_alphas = {key: a.detach().clone() for key, a in alphas.items()}
         kept_betas = {key: b.detach().clone() for key, b in betas.items()}
-        for _ in range(steps):
+        for _ in range(steps if time.perf_counter() < deadline else 0):
             how = Backward(alphas, betas, signs, record=set(recorded))
             with torch.enable_grad():
                 found = backsubstitute(output, rows, how)

@@ -154,8 +154,8 @@ def _counting(bound_children, sizes: list[int]):
 
 
 def test_a_short_queue_is_split_on_several_neurons_a_round():
-    """With one subdomain open and room for 8 children (batch 4), a round splits it on 3 neurons at once;
-    with batch 1, on one: the first round's children are 8 and 2, and the verdicts are the same."""
+    """With few subdomains open and room for 8 children (batch 4), a round after the first splits each on
+    several neurons at once; with batch 1, on one: the verdicts are the same, in fewer rounds."""
     net = blob_network(3, width=6)
     x = torch.rand(40, 2, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
     with torch.no_grad():
@@ -172,8 +172,9 @@ def test_a_short_queue_is_split_on_several_neurons_a_round():
         efforts[batch] = ([o.search for o in outcomes if o.search and o.search["subdomains"]], sizes)
     assert verdicts[1] == verdicts[4]
     (one, one_sizes), (four, four_sizes) = efforts[1], efforts[4]
-    assert one and four and set(one_sizes) == {2} and max(four_sizes) == 8
-    assert all(effort["depth"] >= 3 for effort in four)
+    # The first round of a search bounds 2 children (it measures a child's seconds); later ones, up to 8.
+    assert one and four and set(one_sizes) == {2} and four_sizes[0] == 2 and 2 < max(four_sizes) <= 8
+    assert all(effort["depth"] >= 2 for effort in four)
     # Several levels a round: the searches with batch 4 take fewer rounds in all than with batch 1.
     assert len(four_sizes) < len(one_sizes)
 
