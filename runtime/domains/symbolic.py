@@ -107,8 +107,9 @@ class Analysis:
         self.budget_bytes = budget_bytes
         self.widest = lower[0].numel()  # neurons of the widest node so far (sizes the chunks)
         self.deadline = deadline  # `time.perf_counter()` past which CROWN refines no more neurons
-        # Seconds per neuron of the last chunk refined: a chunk that would end past the deadline is not
-        # started (a chunk of a CNN7's layer takes seconds, and later layers' chunks take longer).
+        # Seconds per neuron and per node behind it (back-substitution passes through them all) of the
+        # last chunk refined: a chunk that would end past the deadline at that rate is not started (a
+        # chunk of a CNN7's layer takes seconds, and a later layer's takes longer).
         self.neuron_seconds = 0.0
         self.nodes = 0
 
@@ -250,10 +251,10 @@ class Symbolic(Element):
         per_chunk = max(1, self.analysis.budget_bytes // per_neuron)
         for images, neuron, keep in unstable_chunks(unstable, per_chunk):
             began, count = time.perf_counter(), int(keep.sum())
-            if began + count * self.analysis.neuron_seconds > self.analysis.deadline:
+            if began + count * self.id * self.analysis.neuron_seconds > self.analysis.deadline:
                 break
             found_low, found_up = self._crown_bounds(images, neuron, keep)
-            self.analysis.neuron_seconds = (time.perf_counter() - began) / max(count, 1)
+            self.analysis.neuron_seconds = (time.perf_counter() - began) / max(count * self.id, 1)
             at, which = images[:, None].expand_as(neuron)[keep], neuron[keep]
             if self.analysis.tighten:
                 found_low = torch.maximum(low[at, which], found_low)
