@@ -114,12 +114,8 @@ def test_branch_and_bound_agrees_with_every_activation_pattern(seed, search):
 
 def test_branch_and_bound_decides_what_crown_leaves_open():
     """The images CROWN cannot decide are split until decided, each as the enumeration says."""
-    net = blob_network(3, width=6)
-    x = torch.rand(40, 2, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
-    with torch.no_grad():
-        y = net(x).argmax(1)
-    crown = certify(net, [CROWNBound()], x, y, EPS, (0.0, 1.0))
-    open_images = [i for i, o in enumerate(crown) if o.status == "unknown"]
+    net, x, y = _blob_batch()
+    open_images = _left_open_by_crown(net, x, y)
     assert open_images, "the test needs images CROWN leaves undecided"
     steps = [CROWNBound(), BranchAndBound(timeout=30, batch=4, steps=0)]
     started = time.perf_counter()
@@ -156,12 +152,8 @@ def _counting(bound_children, sizes: list[int]):
 def test_a_short_queue_is_split_on_several_neurons_a_round():
     """With few subdomains open and room for 8 children (batch 4), a round after the first splits each on
     several neurons at once; with batch 1, on one: the verdicts are the same, in fewer rounds."""
-    net = blob_network(3, width=6)
-    x = torch.rand(40, 2, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
-    with torch.no_grad():
-        y = net(x).argmax(1)
-    crown = certify(net, [CROWNBound()], x, y, EPS, (0.0, 1.0))
-    open_images = [i for i, o in enumerate(crown) if o.status == "unknown"]
+    net, x, y = _blob_batch()
+    open_images = _left_open_by_crown(net, x, y)
     efforts, verdicts = {}, {}
     for batch in (1, 4):
         search = BranchAndBound(timeout=30, batch=batch, steps=0, root_steps=0, candidates=1)
@@ -190,10 +182,7 @@ def test_the_cascade_attacks_only_what_its_cheap_steps_leave():
     assert labels([CROWNBound(), BoxBound()], attack=True) == ["PGD", "CROWN", "Box"]
     assert labels([BoxBound()], attack=True) == ["Box", "PGD"]
     assert labels([BoxBound(), CROWNBound()]) == ["Box", "CROWN"]
-    net = blob_network(3, width=6)
-    x = torch.rand(40, 2, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
-    with torch.no_grad():
-        y = net(x).argmax(1)
+    net, x, y = _blob_batch()
     steps = cascade([BoxBound(), CROWNBound()], attack=True)
     attacked: list[int] = []
     decide = steps[1].decide
@@ -232,11 +221,18 @@ def _recording_search() -> tuple[BranchAndBound, list[float]]:
 
 
 def _blob_batch() -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor]:
+    """A three-class network of two inputs, 40 random points and the network's own labels."""
     net = blob_network(3, width=6)
     x = torch.rand(40, 2, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
     with torch.no_grad():
         y = net(x).argmax(1)
     return net, x, y
+
+
+def _left_open_by_crown(net: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> list[int]:
+    """The images CROWN leaves undecided at `EPS`."""
+    crown = certify(net, [CROWNBound()], x, y, EPS, (0.0, 1.0))
+    return [i for i, o in enumerate(crown) if o.status == "unknown"]
 
 
 def test_a_search_stops_at_the_earlier_of_its_timeout_and_its_until():
@@ -308,10 +304,7 @@ def test_the_searchs_attack_runs_in_float32_and_hands_back_points_inside_the_flo
 def test_the_time_limit_holds_inside_a_long_optimisation():
     """The Adam steps of one bounding stop at the deadline too: with far more steps than the time allows,
     an image left open still ends near its limit."""
-    net = blob_network(3, width=6)
-    x = torch.rand(40, 2, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
-    with torch.no_grad():
-        y = net(x).argmax(1)
+    net, x, y = _blob_batch()
     crown = certify(net, [CROWNBound()], x, y, EPS, (0.0, 1.0))
     first_open = next(i for i, o in enumerate(crown) if o.status == "unknown")
     picked = slice(first_open, first_open + 1)
