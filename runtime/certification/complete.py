@@ -49,8 +49,8 @@ ROOT_SHARE = 0.5
 """The share of a search's time left after the root's first bound and attack that may go to tightening
 the intermediate bounds (alpha-CROWN, layer by layer): the root is then bounded again with them and the
 rest of the time splits. On an MNIST ConvBig, refining until the deadline left the search no time to
-bound the root again, and every tightened bound was lost. The first bound is not given a share: on a
-CNN7 it takes 20 s, and cut at half of a 60 s limit it left the later layers to the intervals, so that
+bound the root again, and every tightened bound was lost. The first bound gets more (`FIRST_SHARE`): on
+a CNN7 it takes 20 s, and cut at half of a 60 s limit it left the later layers to the intervals, so that
 the refined root verified none of the 4 images it verifies whole."""
 
 FIRST_SHARE = 0.8
