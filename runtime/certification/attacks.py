@@ -243,9 +243,10 @@ class Attacker:
     ) -> Tensor:  # fmt: skip
         """`margin_attack`'s points in [lower, upper], in the boxes' precision (see `pgd`)."""
         if lower.dtype != torch.float64:
-            return margin_attack(self.model, lower, upper, y, steps, restarts, generator, deadline=deadline)[
-                0
-            ]
+            points, _ = margin_attack(
+                self.model, lower, upper, y, steps, restarts, generator, deadline=deadline
+            )
+            return points
         if self._fast is None:
             self._fast = copy.deepcopy(self.model).float()
         points = margin_attack(self._fast, lower.float(), upper.float(), y, steps, restarts, generator,

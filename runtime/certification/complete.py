@@ -26,8 +26,10 @@ from __future__ import annotations
 import bisect
 import heapq
 import inspect
+import itertools
 import math
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import torch
@@ -153,13 +155,11 @@ class _Tree:
 
     def split(self, domain: Subdomain, choices: list[tuple[int, int]]) -> list[Subdomain]:
         """`domain`'s ``2 ** len(choices)`` children: every neuron of `choices` fixed active or inactive."""
-        signs = [domain.signs]
-        for choice in choices:
-            signs = [both for parent in signs for both in self.split_signs(parent, choice)]
         children = []
-        for each in signs:
+        for pattern in itertools.product((1, -1), repeat=len(choices)):
+            signs = self._with_signs(domain.signs, zip(choices, pattern, strict=True))
             children.append(
-                Subdomain(domain.bound, self.counter, each, domain.depth + len(choices), domain.warm)
+                Subdomain(domain.bound, self.counter, signs, domain.depth + len(choices), domain.warm)
             )
             self.counter += 1
         return children
@@ -180,15 +180,18 @@ class _Tree:
 
     def split_signs(self, parent: dict[int, Tensor], choice: tuple[int, int]) -> list[dict[int, Tensor]]:
         """The split decisions `parent` with the neuron `choice` fixed active, and inactive."""
-        node, neuron = choice
-        both = []
-        for sign in (1, -1):
-            signs = {k: v.clone() for k, v in parent.items()}
+        return [self._with_signs(parent, [(choice, sign)]) for sign in (1, -1)]
+
+    def _with_signs(
+        self, parent: dict[int, Tensor], fixed: Iterable[tuple[tuple[int, int], int]]
+    ) -> dict[int, Tensor]:
+        """A copy of the split decisions `parent` with each ``((node, neuron), sign)`` of `fixed` set."""
+        signs = {k: v.clone() for k, v in parent.items()}
+        for (node, neuron), sign in fixed:
             if node not in signs:
                 signs[node] = torch.zeros_like(self.root.scores[0][node], dtype=torch.int8)
             signs[node].view(-1)[neuron] = sign
-            both.append(signs)
-        return both
+        return signs
 
 
 @dataclass
@@ -497,23 +500,34 @@ class BranchAndBound(Search):
                 _keep_improved(improved, (kept_alphas, alphas), (kept_betas, betas))
             if bool((best > 0).all()) or time.perf_counter() > deadline:
                 break
-            for parameter, grad in zip([*alphas.values(), *betas.values()], grads, strict=True):
-                parameter.grad = grad
-            optimizer.step()
-            with torch.no_grad():
-                for alpha in alphas.values():
-                    alpha.clamp_(0, 1)
-                for beta in betas.values():
-                    beta.clamp_(min=0)
-        # Each row's slopes and multipliers where it was best (copied: a queued child keeps only its own).
-        ended = [
-            Warm(
-                {key: a[k].clone() for key, a in kept_alphas.items()},
-                {key: b[k].clone() for key, b in kept_betas.items()},
-            )
-            for k in range(n)
-        ]
-        return best, recorded, ended
+            _adam_step(optimizer, alphas, betas, grads)
+        # Each row's slopes and multipliers where it was best.
+        return best, recorded, _per_subdomain(kept_alphas, kept_betas, n)
+
+
+def _per_subdomain(alphas: dict[int, Tensor], betas: dict[int, Tensor], n: int) -> list[Warm]:
+    """The slopes and multipliers ``(N, S, *F)`` as each of the `n` subdomains' own warm start (copied: a
+    queued child keeps only its own)."""
+
+    def own(parameters: dict[int, Tensor], k: int) -> dict[int, Tensor]:
+        return {key: value[k].clone() for key, value in parameters.items()}
+
+    return [Warm(own(alphas, k), own(betas, k)) for k in range(n)]
+
+
+def _adam_step(
+    optimizer: torch.optim.Optimizer, alphas: dict[int, Tensor], betas: dict[int, Tensor], grads: tuple
+) -> None:
+    """One step of Adam on the slopes and multipliers from `grads`, then each back in its sound range:
+    slopes in [0, 1], multipliers non-negative."""
+    for parameter, grad in zip([*alphas.values(), *betas.values()], grads, strict=True):
+        parameter.grad = grad
+    optimizer.step()
+    with torch.no_grad():
+        for alpha in alphas.values():
+            alpha.clamp_(0, 1)
+        for beta in betas.values():
+            beta.clamp_(min=0)
 
 
 def _minimisers(on_input: Tensor, best: Tensor, lower: Tensor, upper: Tensor) -> Tensor:

@@ -3,6 +3,8 @@
 import dataclasses
 import inspect
 
+import pytest
+
 from daic.compiler.constructors import REGISTRY
 from daic.compiler.lower import load_target
 from daic.compiler.registry import LAYER_CATEGORIES, Category
@@ -112,6 +114,29 @@ def test_every_declaration_matches_its_runtime_signature():
             if runtime is inspect.Parameter.empty or not _same_default(param.default, runtime):
                 problems.append(f"{decl.name}.{param.name}: declared {param.default!r}, runtime {runtime!r}")
     assert problems == []
+
+
+def test_every_declared_choice_is_what_the_runtime_accepts():
+    """A parameter's choices are said in its declaration and checked again by the runtime class it lowers
+    to (for Python callers): each declared choice constructs, and a word outside them is refused."""
+    tied = 0
+    for decl in REGISTRY.declarations:
+        if not (decl.target and decl.target.startswith("daic.runtime.")):
+            continue
+        target = load_target(decl.target)
+        if not inspect.isclass(target):
+            continue  # a function value (`relu`): nothing to call with arguments
+        needed = [p for p in inspect.signature(target).parameters.values() if p.default is p.empty]
+        if needed:
+            continue  # a scheme: built from what the lowering fills in, its choices checked there
+        for param in (p for p in decl.params if p.lowered and p.choices):
+            key = param.lower_as or param.name
+            for choice in param.choices:
+                assert getattr(target(**{key: choice}), key) == choice, (decl.name, choice)
+            with pytest.raises(ValueError, match=key):
+                target(**{key: "not-a-choice"})
+            tied += 1
+    assert tied >= 2  # CROWN's and BranchAndBound's `intermediate`
 
 
 def test_every_layer_declares_its_rounding_and_splitting():
