@@ -92,16 +92,21 @@ def _same_default(declared: object, runtime: object) -> bool:
     return declared == runtime
 
 
+def _runtime_classes():
+    """Each declaration that lowers to a runtime class, with the class (a function value such as `relu`
+    has nothing to call with arguments)."""
+    for decl in REGISTRY.declarations:
+        if decl.target and decl.target.startswith("daic.runtime."):
+            target = load_target(decl.target)
+            if inspect.isclass(target):
+                yield decl, target
+
+
 def test_every_declaration_matches_its_runtime_signature():
     """A parameter's name and default are said once, in its declaration: the runtime object it lowers to
     takes the same keyword with the same default, so the language and the Python library agree."""
     problems = []
-    for decl in REGISTRY.declarations:
-        if not (decl.target and decl.target.startswith("daic.runtime.")):
-            continue
-        target = load_target(decl.target)
-        if not inspect.isclass(target):
-            continue  # a function value (`relu`): nothing to call with arguments
+    for decl, target in _runtime_classes():
         for param in (p for p in decl.params if p.lowered):
             key = param.lower_as or param.name
             try:
@@ -120,12 +125,7 @@ def test_every_declared_choice_is_what_the_runtime_accepts():
     """A parameter's choices are said in its declaration and checked again by the runtime class it lowers
     to (for Python callers): each declared choice constructs, and a word outside them is refused."""
     tied = 0
-    for decl in REGISTRY.declarations:
-        if not (decl.target and decl.target.startswith("daic.runtime.")):
-            continue
-        target = load_target(decl.target)
-        if not inspect.isclass(target):
-            continue  # a function value (`relu`): nothing to call with arguments
+    for decl, target in _runtime_classes():
         needed = [p for p in inspect.signature(target).parameters.values() if p.default is p.empty]
         if needed:
             continue  # a scheme: built from what the lowering fills in, its choices checked there
