@@ -45,6 +45,10 @@ COMPANIONS = ("box", "hbox")
 """Domains that may run beside the relaxation to give intermediate bounds: Box always, the hybrid zonotope
 (exact input zonotope) on request."""
 
+SAMPLE = 32
+"""The unstable neurons per image a layer's sample takes (with ``least_gain``): evenly spaced among them,
+so that the sample spans the layer's channels. A layer with at most four times as many is refined whole."""
+
 BUDGET_BYTES = 2**30
 """Largest coefficient tensor one back-substitution of intermediate bounds may hold (the rows are split
 into chunks to stay within it)."""
@@ -93,6 +97,7 @@ class Analysis:
         splits: dict[int, Tensor] | None = None,
         prior: dict[int, tuple[Tensor, Tensor]] | None = None,
         deadline: float = math.inf,
+        least_gain: float = 0.0,
     ) -> None:
         self.center = (upper + lower) / 2
         if rounds_outward():
@@ -107,6 +112,7 @@ class Analysis:
         self.budget_bytes = budget_bytes
         self.widest = lower[0].numel()  # neurons of the widest node so far (sizes the chunks)
         self.deadline = deadline  # `time.perf_counter()` past which CROWN refines no more neurons
+        self.least_gain = least_gain  # the share a layer's sample must narrow by for CROWN to go on
         # Seconds per neuron and per node behind it (back-substitution passes through them all) of the
         # last chunk refined: a chunk that would end past the deadline at that rate is not started (a
         # chunk of a CNN7's layer takes seconds, and a later layer's takes longer).
@@ -152,6 +158,7 @@ class Symbolic(Element):
         splits: dict[int, Tensor] | None = None,
         prior: dict[int, tuple[Tensor, Tensor]] | None = None,
         deadline: float = math.inf,
+        least_gain: float = 0.0,
     ) -> Symbolic:
         """The input box ``[lower, upper]``. ``companions`` run beside it (Box always); ``crown``: the
         ReLUs' inputs are bounded by back-substitution too (full CROWN), and with ``tighten`` those bounds
@@ -164,14 +171,17 @@ class Symbolic(Element):
         the node's bounds are intersected with them before they are used. Past ``deadline`` (a
         `time.perf_counter()` value) CROWN refines no more neurons: the rest keep their companions' bounds,
         sound but looser, so that a search's time limit holds on a network whose full CROWN bounds take
-        minutes."""
+        minutes. With ``least_gain`` > 0, CROWN refines a layer's sample of unstable neurons first
+        (`spread_sample`) and the rest only if it narrowed the sample's intervals by at least that share:
+        on a network trained with intervals the companions' bounds are often as tight, and full CROWN then
+        costs most of a search's time for nothing."""
         unknown = set(companions) - set(COMPANIONS)
         if unknown:
             raise ValueError(f"Symbolic: unknown companion domains {sorted(unknown)}; known: {COMPANIONS}")
         values: list[Element] = [Box.from_bounds(lower, upper)]
         if "hbox" in companions:
             values.append(HybridZonotope.exact_from_bounds(lower, upper))
-        analysis = Analysis(lower, upper, crown, budget_bytes, tighten, splits, prior, deadline)
+        analysis = Analysis(lower, upper, crown, budget_bytes, tighten, splits, prior, deadline, least_gain)
         return cls(analysis, "input", (), tuple(values))
 
     # ----------------------------------------------------------------------------------------------
@@ -235,8 +245,9 @@ class Symbolic(Element):
         """With ``crown``: bounds of this node's neurons by back-substitution, intersected with the
         companions'. Only the neurons each image's companions leave unstable (lower < 0 < upper) are
         back-substituted, each as two rows (its lower and upper bound) of its own image, a chunk of them at
-        a time within the memory budget. The Box companion is narrowed to the result, so later interval
-        bounds start from it."""
+        a time within the memory budget. With ``least_gain``, a sample of them goes first, and the rest only
+        if CROWN narrowed the sample by at least that share. The Box companion is narrowed to the result,
+        so later interval bounds start from it."""
         if self._refined or self.kind == "input":
             return
         self._refined = True
@@ -247,9 +258,22 @@ class Symbolic(Element):
         lower, upper = self.bounds()
         low, up = lower.flatten(1).clone(), upper.flatten(1).clone()
         unstable = ((lower < 0) & (upper > 0)).flatten(1)  # (B, N)
-        per_neuron = 2 * self.analysis.widest * lower.element_size()  # its two rows, on the widest node
+        rest: Tensor | None = unstable
+        sample = spread_sample(unstable, SAMPLE) if self.analysis.least_gain > 0 else None
+        if sample is not None:
+            self._refine_neurons(sample, low, up)
+            paid = narrowed((lower, upper), (low, up), sample) >= self.analysis.least_gain
+            rest = unstable & ~sample if paid else None
+        if rest is not None:
+            self._refine_neurons(rest, low, up)
+        self._set_bounds(low.reshape(lower.shape), up.reshape(upper.shape))
+
+    def _refine_neurons(self, neurons: Tensor, low: Tensor, up: Tensor) -> None:
+        """CROWN's bounds of the `neurons` (``(B, N)`` mask) written into ``low`` and ``up`` (``(B, N)``),
+        a chunk at a time, until the analysis's deadline."""
+        per_neuron = 2 * self.analysis.widest * low.element_size()  # its two rows, on the widest node
         per_chunk = max(1, self.analysis.budget_bytes // per_neuron)
-        for images, neuron, keep in unstable_chunks(unstable, per_chunk):
+        for images, neuron, keep in unstable_chunks(neurons, per_chunk):
             began, count = time.perf_counter(), int(keep.sum())
             if began + count * self.id * self.analysis.neuron_seconds > self.analysis.deadline:
                 break
@@ -260,8 +284,6 @@ class Symbolic(Element):
                 found_low = torch.maximum(low[at, which], found_low)
                 found_up = torch.minimum(up[at, which], found_up)
             low[at, which], up[at, which] = found_low, found_up
-        lower, upper = low.reshape(lower.shape), up.reshape(upper.shape)
-        self._set_bounds(lower, upper)
 
     def _set_bounds(self, lower: Tensor, upper: Tensor) -> None:
         """Takes ``(lower, upper)`` as this node's bounds, an image's crossing bounds marking it infeasible
@@ -384,6 +406,24 @@ class Symbolic(Element):
         crown = linear + (constant - slope * shift).sum(1) + target_term
         mixed = w * crown + (1 - w) * ibp if w != 1 else crown
         return shift.squeeze(1) + torch.log(mixed.clamp(min=torch.finfo(dtype).tiny))
+
+
+def narrowed(before: tuple[Tensor, Tensor], after: tuple[Tensor, Tensor], neurons: Tensor) -> float:
+    """The share by which the intervals of `neurons` (a ``(B, N)`` mask) shrank in total from `before` to
+    `after` (each ``(lower, upper)``, of any shape with ``B * N`` elements); 0 where they had no width."""
+    width = [(up - low).detach().flatten(1)[neurons].sum() for low, up in (before, after)]
+    return 1 - float(width[1]) / float(width[0]) if float(width[0]) > 0 else 0.0
+
+
+def spread_sample(unstable: Tensor, per_image: int) -> Tensor | None:
+    """``(B, N)``: about `per_image` of each image's unstable neurons (`unstable`, ``(B, N)``), evenly
+    spaced in their order; None when no image has more than four times as many (sampling would not pay)."""
+    counts = unstable.sum(1, keepdim=True)
+    if int(counts.max()) <= 4 * per_image:
+        return None
+    rank = unstable.cumsum(1) - 1  # each unstable neuron's place among its image's
+    step = (counts // per_image).clamp(min=1)
+    return unstable & (rank % step == 0) & (rank < step * per_image)
 
 
 def unstable_chunks(unstable: Tensor, per_chunk: int) -> Iterator[tuple[Tensor, Tensor, Tensor]]:

@@ -13,11 +13,12 @@ from scipy.optimize import linprog
 from daic.runtime import Linear, ReLU, Sequential
 from daic.runtime.certification.attacks import Attacker
 from daic.runtime.certification.certify import Attack, Batch, Outcome, cascade, certify, falsify
-from daic.runtime.certification.complete import BranchAndBound, refined_intermediates
+from daic.runtime.certification.complete import ATTACK_SHARE, BranchAndBound, refined_intermediates
 from daic.runtime.certification.verification import BoxBound, CROWNBound
 from daic.runtime.context import AbstractContext
 from daic.runtime.domains import Symbolic
 from daic.runtime.domains.rounding import outward_rounding
+from daic.runtime.domains.symbolic import SAMPLE
 from daic.runtime.layers.containers import Concat, Residual
 
 EPS = 0.2
@@ -291,6 +292,26 @@ def test_an_attack_before_the_search_falsifies_what_the_root_bound_leaves_open()
             assert o.by == "BranchAndBound(timeout=1)" and truth - 1e-9 <= o.margin <= 0
 
 
+def test_an_attack_takes_at_most_its_share_of_the_searchs_time(monkeypatch):
+    """On an MNIST CNN7 one attack's 3,600 steps take 31 s: the root's took half of a 60 s search. Every
+    attack of a search (the root's first) is handed a deadline at most `ATTACK_SHARE` of its time away."""
+    net = blob_network(2)
+    x = torch.rand(30, 2, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    with torch.no_grad():
+        y = net(x).argmax(1)
+    handed = []
+    targeted = Attacker.targeted
+
+    def recorded(self, lower, upper, y, steps, restarts, generator, deadline=float("inf")):
+        handed.append(deadline - time.perf_counter())
+        return targeted(self, lower, upper, y, steps, restarts, generator, deadline)
+
+    monkeypatch.setattr(Attacker, "targeted", recorded)
+    outcomes = certify(net, [BranchAndBound(timeout=10.0)], x, y, 0.15, (0.0, 1.0))
+    assert sum(o.status == "falsified" for o in outcomes) >= 3 and len(handed) >= 3
+    assert max(handed) <= ATTACK_SHARE * 10.0, handed
+
+
 def test_the_searchs_attack_runs_in_float32_and_hands_back_points_inside_the_float64_box():
     net = blob_network(2)
     lower = torch.rand(32, 2, generator=torch.Generator().manual_seed(1), dtype=torch.float64) * 0.8
@@ -428,6 +449,32 @@ def test_root_refinement_tightens_intermediate_bounds_and_keeps_every_sampled_po
         h = z.clamp(min=0)
     # The first layer's bounds are exact already; the deeper ones narrow (here by 4% and 8% in all).
     assert tighter[0] == 1.0 and tighter[1] < 0.99 and tighter[2] < 0.99, tighter
+
+
+def test_root_refinement_goes_past_a_wide_layers_sample_only_where_the_sample_narrowed(monkeypatch):
+    """A layer of many unstable neurons is refined by alpha-CROWN on a sample first (on an MNIST CNN7 its
+    neurons took minutes for nothing CROWN had not found), all of them where the sample gained enough;
+    every sampled input's pre-activations stay inside either way."""
+    torch.manual_seed(1)
+    net = Sequential(Linear(4, 16), ReLU(), Linear(16, 20 * SAMPLE), ReLU(), Linear(20 * SAMPLE, 3)).double()
+    lower = torch.rand(1, 4, dtype=torch.float64)
+    upper = lower + 0.6
+    with outward_rounding(), torch.no_grad():
+        output = net.abstract(Symbolic.input(lower, upper, crown=True), AbstractContext())
+        node = next(n.parents[0] for n in output.ancestors() if isinstance(n.layer, ReLU))
+        known = {node.id: node.bounds()}
+        unstable = int(((known[node.id][0] < 0) & (known[node.id][1] > 0)).sum())
+        assert unstable > 4 * SAMPLE  # the layer is sampled
+        narrowed = {}
+        for least_gain in (1e-6, 1.0):  # the sample pays, and it never can (no interval shrinks to a point)
+            monkeypatch.setattr("daic.runtime.certification.complete.LEAST_GAIN", least_gain)
+            low, up = refined_intermediates(net, lower, upper, known, "hybrid", steps=10, lr=0.5)[node.id]
+            narrowed[least_gain] = int(((low > known[node.id][0]) | (up < known[node.id][1])).sum())
+            z = net[2](
+                net[0](lower + (upper - lower) * torch.rand(20_000, 4, dtype=torch.float64)).clamp(min=0)
+            )
+            assert bool((z >= low).all()) and bool((z <= up).all())
+    assert 0 < narrowed[1.0] <= SAMPLE < narrowed[1e-6], narrowed
 
 
 def test_networks_with_parallel_branches_are_searched_with_their_roots_refined():

@@ -18,7 +18,7 @@ from daic.runtime.certification.verification import (
 )
 from daic.runtime.domains import Symbolic
 from daic.runtime.domains.coeffs import Dense
-from daic.runtime.domains.symbolic import backsubstitute, unstable_chunks
+from daic.runtime.domains.symbolic import SAMPLE, backsubstitute, spread_sample, unstable_chunks
 from tests.runtime.helpers import HYPOTHESIS, run_points, sample_points
 from tests.runtime.networks import branchy_networks, classifier_case, input_box, networks, randomize
 
@@ -220,6 +220,45 @@ def test_the_chunks_of_unstable_neurons_hold_each_once_within_the_budget(seed, p
             zip(images[:, None].expand_as(neuron)[keep].tolist(), neuron[keep].tolist(), strict=True)
         )
     assert sorted(seen) == sorted(map(tuple, unstable.nonzero().tolist()))
+
+
+@given(st.integers(0, 2**16), st.integers(1, 8))
+@settings(**HYPOTHESIS)
+def test_a_sample_takes_as_many_of_each_images_unstable_neurons_as_asked_and_only_those(seed, per_image):
+    generator = torch.Generator().manual_seed(seed)
+    unstable = torch.rand((5, 60), generator=generator) < torch.rand((5, 1), generator=generator)
+    sample = spread_sample(unstable, per_image)
+    counts = unstable.sum(1)
+    if int(counts.max()) <= 4 * per_image:
+        assert sample is None  # a layer this small is refined whole
+        return
+    assert not bool((sample & ~unstable).any())
+    assert sample.sum(1).tolist() == counts.clamp(max=per_image).tolist()
+
+
+def test_crown_goes_on_past_a_layers_sample_only_where_the_sample_narrowed_enough():
+    """``least_gain``: a layer whose sample CROWN narrows by less keeps the intervals' bounds on the rest of
+    its neurons (sound, as the intervals are); one whose sample gains enough gets full CROWN."""
+    net = Sequential(Linear(4, 12), ReLU(), Linear(12, 20 * SAMPLE), ReLU(), Linear(20 * SAMPLE, 3)).double()
+    randomize(net, 3)
+    lower, upper = input_box((4,), batch=2, seed=3, device="cpu")
+
+    def relu_input(**settings) -> torch.Tensor:
+        out = net.abstract(Symbolic.input(lower, upper, ("box",), **settings), AbstractContext())
+        last = next(n.parents[0] for n in out.ancestors() if isinstance(n.layer, ReLU))
+        return torch.stack(last.bounds()).detach()
+
+    crown, intervals = relu_input(crown=True), relu_input()
+    unstable = (intervals[0] < 0) & (intervals[1] > 0)
+    assert int(unstable.sum(1).min()) > 4 * SAMPLE  # the layer is sampled
+    torch.testing.assert_close(relu_input(crown=True, least_gain=1e-9), crown, rtol=1e-12, atol=1e-12)
+    sampled = relu_input(crown=True, least_gain=1.0)  # no sample narrows its intervals to points
+    # The first layer's CROWN bounds move the second's intervals by rounding only; the sample's by more.
+    moved = ((sampled - intervals).abs() > 1e-9).any(0)
+    assert int(moved.sum(1).min()) > 0 and int(moved.sum(1).max()) <= SAMPLE
+    torch.testing.assert_close(sampled[:, moved], crown[:, moved], rtol=1e-12, atol=1e-12)
+    width = lambda bounds: float((bounds[1] - bounds[0])[unstable].sum())  # noqa: E731
+    assert width(crown) < 0.9 * width(sampled) and width(sampled) <= width(intervals) + 1e-9
 
 
 def test_an_images_crown_bounds_do_not_depend_on_its_batch_mates_nor_on_the_budget():
