@@ -42,7 +42,7 @@ from daic.runtime.context import AbstractContext
 from daic.runtime.domains.coeffs import Dense
 from daic.runtime.domains.element import margin_others
 from daic.runtime.domains.rounding import outward_rounding
-from daic.runtime.domains.symbolic import SAMPLE, Backward, Symbolic, backsubstitute, narrowed, spread_sample
+from daic.runtime.domains.symbolic import SAMPLE, Backward, Symbolic, backsubstitute, narrowing, spread_sample
 from daic.runtime.layers.activation import crown_relaxation
 
 ROOT_RATE = 0.5
@@ -312,14 +312,14 @@ class BranchAndBound(Search):
         began = time.perf_counter()
         crown_until = began + FIRST_SHARE * (deadline - began)
         root = self._bound(model, lower, upper, y, [{}], batch.relu, crown_until, companions=("box", "hbox"))
-        first = time.perf_counter() - began
-        crown = self._recomputes(first)
+        first_seconds = time.perf_counter() - began
+        crown = self._recomputes(first_seconds)
         if self._decided(model, batch, i, root) or self._attacked(model, batch, i, attacks, deadline):
             return None
         now = time.perf_counter()
         # Refining and the second pass take about what the first did, its companions' passes uncut by any
         # deadline: without that much time left they would end past it (on an MNIST CNN7 at 20 s, by 7 s).
-        if not self.root_steps or deadline - now < first:
+        if not self.root_steps or deadline - now < first_seconds:
             return root, crown
         # Tighter intermediate bounds hold on every subdomain and leave fewer neurons to split; they get a
         # share of the time, and the root is bounded again with them (its optimisation for a share of what
@@ -330,8 +330,9 @@ class BranchAndBound(Search):
         again = self._bound(model, lower, upper, y, [{}], batch.relu, now + ROOT_SHARE * (deadline - now),
                             companions=("box", "hbox"), prior=prior, steps=max(self.steps, self.root_steps),
                             crown=False)  # fmt: skip
-        # Both passes' bounds hold: a second pass cut short by its share of the time may end below the first.
-        again.lower = torch.maximum(again.lower, root.lower)
+        # Both passes' bounds hold: a second pass cut short by its share of the time may end below the first
+        # (fmax: a bound that is not a number in one pass leaves the other's).
+        again.lower = torch.fmax(again.lower, root.lower)
         return None if self._decided(model, batch, i, again) else (again, crown)
 
     def _recomputes(self, root_seconds: float) -> bool:
@@ -657,27 +658,31 @@ def refined_intermediates(
 def _alpha_refined(
     node: Symbolic, unstable: Tensor, steps: int, lr: float, deadline: float
 ) -> tuple[tuple[Tensor, Tensor], bool]:
-    """`node`'s bounds with its `unstable` neurons (``(B, N)``) bounded by alpha-CROWN, and whether all
-    were: a sample of them first (`spread_sample`), the rest only if the sample narrowed by `LEAST_GAIN`.
-    On an MNIST CNN7 a layer's neurons took minutes, past a 60 s limit, for nothing CROWN had not found."""
+    """`node`'s bounds with its `unstable` neurons (``(B, N)``) bounded by alpha-CROWN: a sample of each
+    image's first (`spread_sample`), the rest of an image's only if its sample narrowed by `LEAST_GAIN`;
+    and whether any image's rest was refined (the network is then worth analysing again). On an MNIST
+    CNN7 a layer's neurons took minutes, past a 60 s limit, for nothing CROWN had not found."""
     sample = spread_sample(unstable, SAMPLE)
     if sample is None:
         return _alpha_bounds(node, unstable, steps, lr, deadline), True
-    before = node.bounds()
+    before, began = node.bounds(), time.perf_counter()
     found = _alpha_bounds(node, sample, steps, lr, deadline)
-    if narrowed(before, found, sample) < LEAST_GAIN:
+    slot_seconds = (time.perf_counter() - began) / max(int(sample.sum(1).max()), 1)
+    rest = unstable & ~sample & (narrowing(before, found, sample) >= LEAST_GAIN)[:, None]
+    if not bool(rest.any()):
         return found, False
-    return _alpha_bounds(node, unstable & ~sample, steps, lr, deadline, start=found), True
+    return _alpha_bounds(node, rest, steps, lr, deadline, start=found, slot_seconds=slot_seconds), True
 
 
 def _alpha_bounds(
     node: Symbolic, unstable: Tensor, steps: int, lr: float, deadline: float,
-    start: tuple[Tensor, Tensor] | None = None,
+    start: tuple[Tensor, Tensor] | None = None, slot_seconds: float = 0.0,
 ) -> tuple[Tensor, Tensor]:  # fmt: skip
     """`node`'s bounds (from `start`, default its own) with its `unstable` neurons (``(B, N)``) bounded by
     alpha-CROWN (`optimized_lower`: the slopes of the ReLUs it depends on), a chunk of each image's
     neurons at a time within the analysis' memory budget, until `deadline`: a chunk that would end past
-    it at the last chunk's seconds is not started."""
+    it at the last chunk's seconds per neuron of an image (`slot_seconds` before the first) is not
+    started."""
     low, up = (t.flatten(1).clone() for t in (start or node.bounds()))
     b, n = unstable.shape
     image, neuron = unstable.nonzero(as_tuple=True)
@@ -686,14 +691,12 @@ def _alpha_bounds(
     # Rows, slopes, their gradients and Adam's moments: a few copies of the widest node per row.
     per_row = 2 * b * node.analysis.widest * low.element_size() * 8
     chunk = max(1, node.analysis.budget_bytes // per_row)
-    last = 0.0  # the seconds the last chunk took
-    for first in range(0, most, chunk):
-        began = time.perf_counter()
-        if began + last > deadline:
+    for first_slot in range(0, most, chunk):
+        began, k = time.perf_counter(), min(chunk, most - first_slot)
+        if began + k * slot_seconds > deadline:
             break
-        k = min(chunk, most - first)
-        mine = (slot >= first) & (slot < first + k)
-        at, row, neurons = image[mine], slot[mine] - first, neuron[mine]
+        mine = (slot >= first_slot) & (slot < first_slot + k)
+        at, row, neurons = image[mine], slot[mine] - first_slot, neuron[mine]
         A = low.new_zeros((b, 2 * k, n))
         A[at, row, neurons] = 1
         A[at, k + row, neurons] = -1
@@ -701,7 +704,7 @@ def _alpha_bounds(
         best = optimized_lower(node, rows, backsubstitute(node, rows), steps, lr, deadline)
         low[at, neurons] = torch.maximum(low[at, neurons], best[at, row])
         up[at, neurons] = torch.minimum(up[at, neurons], -best[at, k + row])
-        last = time.perf_counter() - began
+        slot_seconds = (time.perf_counter() - began) / k
     return low.reshape(node.shape), up.reshape(node.shape)
 
 

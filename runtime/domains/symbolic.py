@@ -171,10 +171,10 @@ class Symbolic(Element):
         the node's bounds are intersected with them before they are used. Past ``deadline`` (a
         `time.perf_counter()` value) CROWN refines no more neurons: the rest keep their companions' bounds,
         sound but looser, so that a search's time limit holds on a network whose full CROWN bounds take
-        minutes. With ``least_gain`` > 0, CROWN refines a layer's sample of unstable neurons first
-        (`spread_sample`) and the rest only if it narrowed the sample's intervals by at least that share:
-        on a network trained with intervals the companions' bounds are often as tight, and full CROWN then
-        costs most of a search's time for nothing."""
+        minutes. With ``least_gain`` > 0, CROWN refines a sample of each image's unstable neurons of a
+        layer first (`spread_sample`) and the rest of an image's only if it narrowed its sample's intervals
+        by at least that share: on a network trained with intervals the companions' bounds are often as
+        tight, and full CROWN then costs most of a search's time for nothing."""
         unknown = set(companions) - set(COMPANIONS)
         if unknown:
             raise ValueError(f"Symbolic: unknown companion domains {sorted(unknown)}; known: {COMPANIONS}")
@@ -245,9 +245,9 @@ class Symbolic(Element):
         """With ``crown``: bounds of this node's neurons by back-substitution, intersected with the
         companions'. Only the neurons each image's companions leave unstable (lower < 0 < upper) are
         back-substituted, each as two rows (its lower and upper bound) of its own image, a chunk of them at
-        a time within the memory budget. With ``least_gain``, a sample of them goes first, and the rest only
-        if CROWN narrowed the sample by at least that share. The Box companion is narrowed to the result,
-        so later interval bounds start from it."""
+        a time within the memory budget. With ``least_gain``, a sample of each image's goes first, and the
+        rest of an image's only if CROWN narrowed its sample by at least that share. The Box companion is
+        narrowed to the result, so later interval bounds start from it."""
         if self._refined or self.kind == "input":
             return
         self._refined = True
@@ -258,14 +258,13 @@ class Symbolic(Element):
         lower, upper = self.bounds()
         low, up = lower.flatten(1).clone(), upper.flatten(1).clone()
         unstable = ((lower < 0) & (upper > 0)).flatten(1)  # (B, N)
-        rest: Tensor | None = unstable
+        rest = unstable
         sample = spread_sample(unstable, SAMPLE) if self.analysis.least_gain > 0 else None
         if sample is not None:
             self._refine_neurons(sample, low, up)
-            paid = narrowed((lower, upper), (low, up), sample) >= self.analysis.least_gain
-            rest = unstable & ~sample if paid else None
-        if rest is not None:
-            self._refine_neurons(rest, low, up)
+            paid = narrowing((lower, upper), (low, up), sample) >= self.analysis.least_gain
+            rest = unstable & ~sample & paid[:, None]
+        self._refine_neurons(rest, low, up)
         self._set_bounds(low.reshape(lower.shape), up.reshape(upper.shape))
 
     def _refine_neurons(self, neurons: Tensor, low: Tensor, up: Tensor) -> None:
@@ -408,22 +407,24 @@ class Symbolic(Element):
         return shift.squeeze(1) + torch.log(mixed.clamp(min=torch.finfo(dtype).tiny))
 
 
-def narrowed(before: tuple[Tensor, Tensor], after: tuple[Tensor, Tensor], neurons: Tensor) -> float:
-    """The share by which the intervals of `neurons` (a ``(B, N)`` mask) shrank in total from `before` to
-    `after` (each ``(lower, upper)``, of any shape with ``B * N`` elements); 0 where they had no width."""
-    width = [(up - low).detach().flatten(1)[neurons].sum() for low, up in (before, after)]
-    return 1 - float(width[1]) / float(width[0]) if float(width[0]) > 0 else 0.0
+def narrowing(before: tuple[Tensor, Tensor], after: tuple[Tensor, Tensor], neurons: Tensor) -> Tensor:
+    """``(B,)``: the share by which each image's intervals of `neurons` (a ``(B, N)`` mask) shrank in total
+    from `before` to `after` (each ``(lower, upper)``, ``B * N`` elements); 0 where they had no width."""
+    width = [((up - low).detach().flatten(1) * neurons).sum(1) for low, up in (before, after)]
+    return torch.where(width[0] > 0, 1 - width[1] / width[0].clamp(min=torch.finfo(width[0].dtype).tiny), 0.0)
 
 
 def spread_sample(unstable: Tensor, per_image: int) -> Tensor | None:
-    """``(B, N)``: about `per_image` of each image's unstable neurons (`unstable`, ``(B, N)``), evenly
-    spaced in their order; None when no image has more than four times as many (sampling would not pay)."""
+    """``(B, N)``: ``min(count, per_image)`` of each image's unstable neurons (`unstable`, ``(B, N)``), evenly
+    spaced in their order, and all of an image's with at most four times as many (sampling would not pay);
+    None when no image has more."""
     counts = unstable.sum(1, keepdim=True)
-    if int(counts.max()) <= 4 * per_image:
+    if unstable.numel() == 0 or int(counts.max()) <= 4 * per_image:
         return None
     rank = unstable.cumsum(1) - 1  # each unstable neuron's place among its image's
     step = (counts // per_image).clamp(min=1)
-    return unstable & (rank % step == 0) & (rank < step * per_image)
+    spread = (rank % step == 0) & (rank < step * per_image)
+    return unstable & (spread | (counts <= 4 * per_image))
 
 
 def unstable_chunks(unstable: Tensor, per_chunk: int) -> Iterator[tuple[Tensor, Tensor, Tensor]]:

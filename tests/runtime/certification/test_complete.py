@@ -465,16 +465,16 @@ def test_root_refinement_goes_past_a_wide_layers_sample_only_where_the_sample_na
         known = {node.id: node.bounds()}
         unstable = int(((known[node.id][0] < 0) & (known[node.id][1] > 0)).sum())
         assert unstable > 4 * SAMPLE  # the layer is sampled
-        narrowed = {}
+        moved = {}
         for least_gain in (1e-6, 1.0):  # the sample pays, and it never can (no interval shrinks to a point)
             monkeypatch.setattr("daic.runtime.certification.complete.LEAST_GAIN", least_gain)
             low, up = refined_intermediates(net, lower, upper, known, "hybrid", steps=10, lr=0.5)[node.id]
-            narrowed[least_gain] = int(((low > known[node.id][0]) | (up < known[node.id][1])).sum())
+            moved[least_gain] = int(((low > known[node.id][0]) | (up < known[node.id][1])).sum())
             z = net[2](
                 net[0](lower + (upper - lower) * torch.rand(20_000, 4, dtype=torch.float64)).clamp(min=0)
             )
             assert bool((z >= low).all()) and bool((z <= up).all())
-    assert 0 < narrowed[1.0] <= SAMPLE < narrowed[1e-6], narrowed
+    assert 0 < moved[1.0] <= SAMPLE < moved[1e-6], moved
 
 
 def test_networks_with_parallel_branches_are_searched_with_their_roots_refined():

@@ -224,7 +224,7 @@ def test_the_chunks_of_unstable_neurons_hold_each_once_within_the_budget(seed, p
 
 @given(st.integers(0, 2**16), st.integers(1, 8))
 @settings(**HYPOTHESIS)
-def test_a_sample_takes_as_many_of_each_images_unstable_neurons_as_asked_and_only_those(seed, per_image):
+def test_a_sample_spreads_over_each_images_unstable_neurons_and_takes_a_few_whole(seed, per_image):
     generator = torch.Generator().manual_seed(seed)
     unstable = torch.rand((5, 60), generator=generator) < torch.rand((5, 1), generator=generator)
     sample = spread_sample(unstable, per_image)
@@ -233,7 +233,12 @@ def test_a_sample_takes_as_many_of_each_images_unstable_neurons_as_asked_and_onl
         assert sample is None  # a layer this small is refined whole
         return
     assert not bool((sample & ~unstable).any())
-    assert sample.sum(1).tolist() == counts.clamp(max=per_image).tolist()
+    for image in range(5):
+        count, ranks = int(counts[image]), unstable[image].cumsum(0)[sample[image]] - 1
+        if count <= 4 * per_image:  # an image with few is refined whole
+            assert ranks.tolist() == list(range(count))
+        else:  # evenly spaced from the first, one every count // per_image
+            assert ranks.tolist() == [r * (count // per_image) for r in range(per_image)]
 
 
 def test_crown_goes_on_past_a_layers_sample_only_where_the_sample_narrowed_enough():
@@ -259,6 +264,31 @@ def test_crown_goes_on_past_a_layers_sample_only_where_the_sample_narrowed_enoug
     torch.testing.assert_close(sampled[:, moved], crown[:, moved], rtol=1e-12, atol=1e-12)
     width = lambda bounds: float((bounds[1] - bounds[0])[unstable].sum())  # noqa: E731
     assert width(crown) < 0.9 * width(sampled) and width(sampled) <= width(intervals) + 1e-9
+
+
+def test_an_images_sampled_crown_bounds_do_not_depend_on_its_batch_mates():
+    """With ``least_gain``, each image's sample decides for that image alone: an image whose batch mate
+    gains more (or less), or has more unstable neurons, gets the bounds it gets alone."""
+    net = Sequential(Linear(4, 12), ReLU(), Linear(12, 20 * SAMPLE), ReLU(), Linear(20 * SAMPLE, 3)).double()
+    randomize(net, 3)
+    lower, upper = input_box((4,), batch=4, seed=3, device="cpu")
+    upper = lower + (upper - lower) * torch.tensor([0.05, 1.0, 0.3, 2.0], dtype=torch.float64).view(4, 1)
+
+    def relu_input(lo, up, least_gain) -> torch.Tensor:
+        value = Symbolic.input(lo, up, ("box",), crown=True, least_gain=least_gain)
+        last = next(n.parents[0] for n in net.abstract(value, AbstractContext()).ancestors()
+                    if isinstance(n.layer, ReLU))  # fmt: skip
+        return torch.stack(last.bounds()).detach()
+
+    refined = {}
+    for least_gain in (0.02, 0.33, 1.0):
+        together = relu_input(lower, upper, least_gain)
+        alone = torch.cat([relu_input(lower[i : i + 1], upper[i : i + 1], least_gain) for i in range(4)], 1)
+        torch.testing.assert_close(together, alone, rtol=1e-12, atol=1e-12)
+        refined[least_gain] = ((together - relu_input(lower, upper, 2.0)).abs() > 1e-9).any(0).sum(1).tolist()
+    # Images 1 and 3 (310 and 573 unstable neurons) are sampled; at 0.33 the sample pays on 3 alone.
+    assert refined[0.02][1] > SAMPLE and refined[0.02][3] > SAMPLE, refined
+    assert refined[0.33][1] == 0 and refined[0.33][3] > SAMPLE, refined
 
 
 def test_an_images_crown_bounds_do_not_depend_on_its_batch_mates_nor_on_the_budget():
