@@ -42,7 +42,14 @@ from daic.runtime.context import AbstractContext
 from daic.runtime.domains.coeffs import Dense
 from daic.runtime.domains.element import margin_others
 from daic.runtime.domains.rounding import outward_rounding
-from daic.runtime.domains.symbolic import SAMPLE, Backward, Symbolic, backsubstitute, narrowing, spread_sample
+from daic.runtime.domains.symbolic import (
+    SAMPLE,
+    Backward,
+    Symbolic,
+    backsubstitute,
+    paying_rest,
+    spread_sample,
+)
 from daic.runtime.layers.activation import crown_relaxation
 
 ROOT_RATE = 0.5
@@ -668,7 +675,7 @@ def _alpha_refined(
     before, began = node.bounds(), time.perf_counter()
     found = _alpha_bounds(node, sample, steps, lr, deadline)
     slot_seconds = (time.perf_counter() - began) / max(int(sample.sum(1).max()), 1)
-    rest = unstable & ~sample & (narrowing(before, found, sample) >= LEAST_GAIN)[:, None]
+    rest = paying_rest(unstable, sample, before, found, LEAST_GAIN)
     if not bool(rest.any()):
         return found, False
     return _alpha_bounds(node, rest, steps, lr, deadline, start=found, slot_seconds=slot_seconds), True

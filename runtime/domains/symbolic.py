@@ -262,8 +262,7 @@ class Symbolic(Element):
         sample = spread_sample(unstable, SAMPLE) if self.analysis.least_gain > 0 else None
         if sample is not None:
             self._refine_neurons(sample, low, up)
-            paid = narrowing((lower, upper), (low, up), sample) >= self.analysis.least_gain
-            rest = unstable & ~sample & paid[:, None]
+            rest = paying_rest(unstable, sample, (lower, upper), (low, up), self.analysis.least_gain)
         self._refine_neurons(rest, low, up)
         self._set_bounds(low.reshape(lower.shape), up.reshape(upper.shape))
 
@@ -407,11 +406,17 @@ class Symbolic(Element):
         return shift.squeeze(1) + torch.log(mixed.clamp(min=torch.finfo(dtype).tiny))
 
 
-def narrowing(before: tuple[Tensor, Tensor], after: tuple[Tensor, Tensor], neurons: Tensor) -> Tensor:
-    """``(B,)``: the share by which each image's intervals of `neurons` (a ``(B, N)`` mask) shrank in total
-    from `before` to `after` (each ``(lower, upper)``, ``B * N`` elements); 0 where they had no width."""
-    width = [((up - low).detach().flatten(1) * neurons).sum(1) for low, up in (before, after)]
-    return torch.where(width[0] > 0, 1 - width[1] / width[0].clamp(min=torch.finfo(width[0].dtype).tiny), 0.0)
+def paying_rest(
+    unstable: Tensor, sample: Tensor, before: tuple[Tensor, Tensor], after: tuple[Tensor, Tensor],
+    least_gain: float,
+) -> Tensor:  # fmt: skip
+    """``(B, N)``: the `unstable` neurons outside the `sample` of each image whose sample's intervals shrank
+    in total by at least `least_gain` from `before` to `after` (each ``(lower, upper)``, ``B * N``
+    elements); an image whose sample had no width pays nothing."""
+    width = [((up - low).detach().flatten(1) * sample).sum(1) for low, up in (before, after)]
+    tiny = torch.finfo(width[0].dtype).tiny
+    narrowing = torch.where(width[0] > 0, 1 - width[1] / width[0].clamp(min=tiny), 0.0)
+    return unstable & ~sample & (narrowing >= least_gain)[:, None]
 
 
 def spread_sample(unstable: Tensor, per_image: int) -> Tensor | None:
@@ -486,22 +491,31 @@ def backsubstitute(
                 ledger.at_layer(node, how, rows, moved, part is not None, error, norm)
             if moved is not None:
                 _send(pending, node.parents[0], moved, ledger)
-        else:  # "add" (every parent gets the rows) or "cat" (each parent its piece)
+        else:
             part = None
-            if node.kind == "add":
-                pieces = [rows] * len(node.parents)
-            else:
-                pieces = rows.split([p.shape[node.dim] for p in node.parents], node.dim)
-            for parent, piece in zip(node.parents, pieces, strict=True):
-                if ledger:
-                    ledger.owe(parent, error)
-                _send(pending, parent, piece, ledger)
+            _send_to_parents(pending, node, rows, error, ledger)
         if part is not None:
             total = part if total is None else total + part
             if ledger:
                 ledger.added(total)
     assert total is not None
     return ledger.lowered(total) if ledger else total
+
+
+def _send_to_parents(
+    pending: dict[int, tuple[Symbolic, Coeffs]], node: Symbolic, rows: Coeffs, error: Tensor | float,
+    ledger: RoundingLedger | None,
+) -> None:  # fmt: skip
+    """The rows of an "add" node to every parent, of a "cat" node each parent its piece; each parent owes
+    the node's rounding error."""
+    if node.kind == "add":
+        pieces = [rows] * len(node.parents)
+    else:
+        pieces = rows.split([p.shape[node.dim] for p in node.parents], node.dim)
+    for parent, piece in zip(node.parents, pieces, strict=True):
+        if ledger:
+            ledger.owe(parent, error)
+        _send(pending, parent, piece, ledger)
 
 
 def _send(
