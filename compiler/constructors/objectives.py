@@ -81,7 +81,16 @@ DECLARATIONS = [
     _goal(
         "Box",
         "Propagates the box <(l + u)/2, (u - l)/2, 0> and trains on the worst-case logits of its "
-        "concretization with cross-entropy (Table 2; IBP's loss).",
+        "concretization with cross-entropy (Table 2). With folded=True, IBP as Gowal et al., CROWN-IBP, "
+        "auto_LiRPA, CTBench and CTRAIN define it: the margins y_t - y_j are folded into the layers after "
+        "the last ReLU (the specification e_t - e_j times the last linear layer) before intervals are "
+        "taken, as every verification domain bounds them; abstract layers do not act on that pass.",
+        Param(
+            "folded",
+            BOOL,
+            False,
+            "Bound the margins with the specification folded into the layers after the last ReLU.",
+        ),
         runtime="EpsBox",
     ),
     _goal(

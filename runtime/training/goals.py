@@ -21,7 +21,7 @@ from daic.runtime.certification.attacks import ifgsm, pgd_ce
 from daic.runtime.data.tensors import to_device
 from daic.runtime.domains import Element as AbstractElement
 from daic.runtime.domains import HybridZonotope, Symbolic, Value
-from daic.runtime.training.parts import CROWNIBPReading, JointPart, Part
+from daic.runtime.training.parts import FOLDED_INTERVALS, CROWNIBPReading, JointPart, Part, Reading
 from daic.runtime.training.schedules import ScheduleLike, as_schedule
 
 Element = Tensor | AbstractElement
@@ -119,16 +119,29 @@ class PGDPoint(Goal):
 
 
 class EpsBox(Goal):
-    """The box itself, as a hybrid zonotope with no correlated terms (abstract layers may add some)."""
+    """The box itself, as a hybrid zonotope with no correlated terms (abstract layers may add some), read
+    as the paper reads it: the worst-case logits of the output's concretization.
+
+    ``folded``: IBP as Gowal et al., CROWN-IBP, auto_LiRPA, CTBench and CTRAIN define it, the margins
+    ``y_t - y_j`` folded into the layers after the last ReLU before intervals are taken there (the
+    specification matrix ``e_t - e_j`` times the last linear layer): the interval pass of the linear
+    relaxation (`Symbolic`, its Box companion alone), read by `FOLDED_INTERVALS`. Verification bounds
+    the margins that way too. Abstract layers are the identity on that pass."""
+
+    def __init__(self, folded: bool = False) -> None:
+        self.folded = bool(folded)
 
     def alpha(self, lower, upper, env):
+        if self.folded:
+            return Symbolic.input(lower, upper)
         return HybridZonotope.from_bounds(lower, upper)
 
     def part(self, lower, upper, env):
-        return Part(self.alpha(lower, upper, env), eps_box=True)
+        reading = FOLDED_INTERVALS if self.folded else Reading()
+        return Part(self.alpha(lower, upper, env), reading=reading, eps_box=True)
 
     def __repr__(self) -> str:
-        return "Box"  # as the language writes it
+        return "Box(folded=True)" if self.folded else "Box"  # as the language writes it
 
 
 class CROWNIBP(Goal):

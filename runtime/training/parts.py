@@ -75,6 +75,11 @@ class CROWNIBPReading(Reading):
         return torch.nn.functional.cross_entropy(self.margin_upper(output, target), target, reduction="none")
 
 
+FOLDED_INTERVALS = CROWNIBPReading(0.0)
+"""The interval bounds of the margins with the specification folded into the layers after the last ReLU:
+CROWN-IBP's mixture with no CROWN in it, IBP's loss as the literature reports it (the folded `Box` goal)."""
+
+
 @dataclass
 class Part:
     """One value the goal trains on, its weight in the loss, how its output is read, and whether it is

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from daic.runtime.context import AbstractContext
-from daic.runtime.domains import Box, HybridZonotope, Value
+from daic.runtime.domains import Box, HybridZonotope, Symbolic, Value
 from daic.runtime.layers.activation import ReLU
 from daic.runtime.layers.affine import Conv2D, Linear, Normalize
 from daic.runtime.layers.base import Pass, trace
@@ -53,9 +53,9 @@ def warmup_regulariser(
 
 def interval_relu_inputs(run: Pass, relu: str) -> list[Box] | None:
     """The bounds that reached every ReLU in an epsilon-box's pass, when they are the interval pass's:
-    boxes, TAPS's companion boxes, and hybrid zonotopes without correlated terms under the hybrid ReLU
-    (which is the box ReLU on them). None otherwise: then `warmup_regulariser` makes its own interval
-    pass."""
+    boxes, TAPS's companion boxes, a folded box's Box companions, and hybrid zonotopes without correlated
+    terms under the hybrid ReLU (which is the box ReLU on them). None otherwise: then `warmup_regulariser`
+    makes its own interval pass."""
     found = [_as_interval(x, relu) for layer, x in run.visits if isinstance(layer, ReLU)]
     return None if any(box is None for box in found) else found
 
@@ -65,6 +65,8 @@ def _as_interval(value: Value, relu: str) -> Box | None:
         return value
     if isinstance(value, Latent):
         return value.box
+    if isinstance(value, Symbolic) and not value.analysis.crown:
+        return value.companions[0]  # the interval pass of a folded box (its Box companion)
     if isinstance(value, HybridZonotope) and value.m == 0 and relu == "hybrid":
         return Box(value.head, value.beta)
     return None

@@ -441,7 +441,7 @@ def test_the_mnist_methods_example_lowers_every_scheme_to_its_goal_and_network()
 
     path = str(EXAMPLES / "mnist_methods.dai")
     names = [line.split()[1] for line in Path(path).read_text().splitlines() if line.startswith("scheme ")]
-    assert len(names) == 22
+    assert len(names) == 28
     parameters = {"ExpIBP_03_ConvBig": 1_974_762, "IBP_03_CNN7": 13_259_338}
     goals = {}
     for name in names:
@@ -454,3 +454,6 @@ def test_the_mnist_methods_example_lowers_every_scheme_to_its_goal_and_network()
     assert goals["CCIBP_03"].startswith("Sub(Const(1.33333")
     assert goals["ExpIBP_03_ConvBig"] == goals["ExpIBP_03"]
     assert goals["IBP_03_CNN7"] == "Mix(Point, Box, Const(0.7))"
+    assert goals["SABR_01_folded"] == (
+        "Mix(Point, SmallBox(Const(0.4), PGD(8, 0.5, 1), Box(folded=True)), Const(0.7))"
+    )

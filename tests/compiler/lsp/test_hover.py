@@ -42,7 +42,7 @@ async def test_name_with_two_declarations_lists_both(editor):
     value = (await hover_at(editor, uri, text, "HBox")).contents.value
     assert "HBox() -> Domain" in value
     goal_box = (await hover_at(editor, uri, text, "Box), Lin")).contents.value
-    assert "Box() -> Goal" in goal_box and "Box() -> Domain" in goal_box
+    assert "Box(folded: Bool = False) -> Goal" in goal_box and "Box() -> Domain" in goal_box
     # Where a goal is expected the goal comes first.
     assert goal_box.index("-> Goal") < goal_box.index("-> Domain")
     editor.close(uri)
