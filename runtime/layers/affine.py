@@ -219,7 +219,9 @@ class Conv2D(AbstractMixin, nn.Conv2d):
         )
 
     def forward(self, x: Tensor) -> Tensor:
-        return self._affine(x, True)
+        # Channels-last on the CPU, as a box's maps are (see `_fast_layout`): a training step's clean
+        # pass (BatchNorm's statistics, a point part, an attack) convolves as fast as its boxes do.
+        return _fast_layout(self._affine(_fast_layout(x), True))
 
     def _affine(self, x: Tensor, with_bias: bool) -> Tensor:
         return F.conv2d(x, self.weight, self.bias if with_bias else None, self.stride, self.padding)
@@ -345,7 +347,7 @@ class Linear(AbstractMixin, nn.Linear):
         super().__init__(in_features, out, bias=bias)
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.linear(x.flatten(1), self.weight, self.bias)
+        return F.linear(_flatten(x), self.weight, self.bias)
 
     def _affine(self, x: Tensor, with_bias: bool) -> Tensor:
         return F.linear(_flatten(x), self.weight, self.bias if with_bias else None)

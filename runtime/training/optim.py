@@ -7,6 +7,13 @@ from collections.abc import Iterable, Sequence
 import torch
 
 
+def _fusable(params: list[torch.nn.Parameter]) -> bool:
+    """Whether torch's fused kernel can step these parameters: one loop over all of them instead of a
+    dozen passes per tensor (Adam on CNN7's 13M parameters: 19 against 164 ms a step on one CPU core, an
+    eighth of an IBP step). The kernel exists for floating-point parameters on the CPU and CUDA."""
+    return bool(params) and all(p.is_floating_point() and p.device.type in ("cpu", "cuda") for p in params)
+
+
 class SGD:
     """SGD with momentum; weight decay is L2 regularisation."""
 
@@ -16,12 +23,14 @@ class SGD:
         self.lr, self.momentum, self.weight_decay, self.nesterov = lr, momentum, weight_decay, nesterov
 
     def build(self, params: Iterable[torch.nn.Parameter]) -> torch.optim.Optimizer:
+        params = list(params)
         return torch.optim.SGD(
             params,
             lr=self.lr,
             momentum=self.momentum,
             weight_decay=self.weight_decay,
             nesterov=self.nesterov and self.momentum > 0,
+            fused=_fusable(params),
         )
 
     def __repr__(self) -> str:
@@ -35,7 +44,8 @@ class Adam:
         self.lr, self.weight_decay = lr, weight_decay
 
     def build(self, params: Iterable[torch.nn.Parameter]) -> torch.optim.Optimizer:
-        return torch.optim.Adam(params, lr=self.lr, weight_decay=self.weight_decay)
+        params = list(params)
+        return torch.optim.Adam(params, lr=self.lr, weight_decay=self.weight_decay, fused=_fusable(params))
 
     def __repr__(self) -> str:
         return f"Adam(lr={self.lr}, weight_decay={self.weight_decay})"

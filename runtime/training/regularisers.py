@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from daic.runtime import native
 from daic.runtime.context import AbstractContext
 from daic.runtime.domains import Box, HybridZonotope, Symbolic, Value
 from daic.runtime.layers.activation import ReLU
@@ -100,8 +101,43 @@ def _balance(centre: Tensor, lower: Tensor, upper: Tensor) -> Tensor:
     return loss
 
 
+def _l1_weights(model: nn.Module) -> list[Tensor]:
+    """The weights the L1 penalty counts: those of every Conv2D and Linear (not biases nor BatchNorm's
+    affine parameters, as CTBench, Shi et al. and De Palma et al. count it)."""
+    return [m.weight for m in model.modules() if isinstance(m, (Conv2D, Linear))]
+
+
 def l1_penalty(model: nn.Module) -> Tensor:
-    """The sum of |w| over the weights of every Conv2D and Linear (not biases nor BatchNorm's affine
-    parameters, as CTBench, Shi et al. and De Palma et al. count it)."""
-    weights = [m.weight for m in model.modules() if isinstance(m, (Conv2D, Linear))]
+    """The sum of |w| over the weights of every Conv2D and Linear."""
+    weights = _l1_weights(model)
     return sum((w.abs().sum() for w in weights), weights[0].new_zeros(()))
+
+
+@torch.no_grad()
+def add_l1_gradient_(model: nn.Module, weight: float) -> Tensor:
+    """Adds the gradient of ``weight * l1_penalty(model)``, ``weight * sign(w)``, to the weights'
+    gradients in place, as an optimizer's weight decay adds its own; returns the penalty's value.
+
+    Through autograd the penalty costs five passes over each weight (|w|, its sum, sign, the product and
+    the gradient's accumulation): 160 ms a step for CNN7's 25088 x 512 layer on one core, against 23 ms
+    for the value's one pass and one fused in-place update here."""
+    total = None
+    for w in _l1_weights(model):
+        value = torch.linalg.vector_norm(w, 1)
+        total = value if total is None else total + value
+        if w.grad is None:
+            w.grad = torch.zeros_like(w)
+        _add_signed_constant_(w.grad, w, weight)
+    assert total is not None, "a network without Conv2D or Linear layers has no L1 penalty"
+    return weight * total
+
+
+def _add_signed_constant_(grad: Tensor, w: Tensor, constant: float) -> None:
+    """``grad += constant * sign(w)``: one fused pass over a weight whose rows are contiguous (the
+    constant as a row read again for every row), two ATen passes otherwise."""
+    if grad.is_contiguous() and w.is_contiguous():
+        row = grad.new_full((1, w[0].numel()), constant)
+        flat_grad, flat_w = grad.view(len(w), -1), w.view(len(w), -1)
+        if native.add_signed_product_(flat_grad, flat_w, row.expand_as(flat_w)):
+            return
+    grad.add_(torch.sign(w), alpha=constant)

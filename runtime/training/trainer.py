@@ -30,7 +30,7 @@ from daic.runtime.layers.base import Pass, trace
 from daic.runtime.layers.normalization import batch_norms, fixed_statistics, measure, reestimate_statistics
 from daic.runtime.training.distributed import GlobalDraws, Group, evaluation_share, gather, local_batch, shard
 from daic.runtime.training.goals import GoalEnv, schedule_values
-from daic.runtime.training.regularisers import interval_relu_inputs, l1_penalty, warmup_regulariser
+from daic.runtime.training.regularisers import add_l1_gradient_, interval_relu_inputs, warmup_regulariser
 from daic.runtime.training.schedules import as_schedule
 from daic.runtime.training.scheme import Scheme
 
@@ -69,7 +69,8 @@ class _Autocast:
 
 
 class LossModule(nn.Module):
-    """The scheme's loss on one batch, as the `forward` of a module.
+    """The scheme's loss on one batch, as the `forward` of a module: its goal's and the warm-up
+    regularisers' (the L1 penalty of the weights is the optimizer step's, `Trainer._step`).
 
     DistributedDataParallel only hooks `forward`: it readies its gradient all-reduce for the backward of
     what a forward returned. Abstract passes (`model.abstract(...)`) never call the network's own forward,
@@ -146,8 +147,6 @@ class LossModule(nn.Module):
         if warmup is not None:
             weight = self.scheme.warmup_reg * (1 - eps / self.run_epsilon)
             total = total + weight * warmup_regulariser(self.model, *warmup, self.scheme.relu, relu_inputs)
-        if self.scheme.l1 > 0:
-            total = total + self.scheme.l1 * l1_penalty(self.model)
         return total
 
     @property
@@ -218,7 +217,8 @@ class Trainer:
         )
 
     def loss(self, x: Tensor, y: Tensor, t: float, generator: torch.Generator) -> Tensor:
-        """The scheme's loss on one batch at training time t (fractional epoch), in this process."""
+        """The scheme's loss on one batch at training time t (fractional epoch), in this process, without
+        the L1 penalty of the weights (the step adds its gradient)."""
         return self.loss_module(x, y, t, generator)
 
     def state_dict(self) -> dict[str, Any]:
@@ -311,13 +311,17 @@ class Trainer:
     def _step(
         self, x: Tensor, y: Tensor, t: float, generator: torch.Generator, draws: GlobalDraws | None
     ) -> Tensor:
-        """One optimizer step; under DDP the backward also averages the gradients over the processes (each
-        loss is its process's mean over equally many examples, so the average is the global batch's mean)."""
+        """One optimizer step, and the loss it took, the L1 penalty included; under DDP the backward also
+        averages the gradients over the processes (each loss is its process's mean over equally many
+        examples, so the average is the global batch's mean). The L1 penalty's gradient is added after the
+        backward, as weight decay is (`add_l1_gradient_`): the same on every process, it needs no
+        averaging."""
         loss = self.step_module(x, y, t, generator, draws)
         self.optimizer.zero_grad(set_to_none=True)
-        clip = self.scheme.grad_clip
+        clip, l1 = self.scheme.grad_clip, self.scheme.l1
         if self.scaler is None:
             loss.backward()
+            penalty = add_l1_gradient_(self.model, l1) if l1 > 0 else None
             if clip:
                 torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip)
             self.optimizer.step()
@@ -325,12 +329,14 @@ class Trainer:
             # GradScaler.step reads back whether any gradient overflowed: one wait per step, the price of
             # fp16 (bf16 needs no scaler).
             self.scaler.scale(loss).backward()
-            if clip:
+            if clip or l1 > 0:
                 self.scaler.unscale_(self.optimizer)
+            penalty = add_l1_gradient_(self.model, l1) if l1 > 0 else None
+            if clip:
                 torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip)
             self.scaler.step(self.optimizer)
             self.scaler.update()
-        return loss
+        return loss if penalty is None else loss.detach() + penalty
 
     def evaluate(
         self,

@@ -3,6 +3,7 @@ scheme weighs them over its epsilon ramp, and gradient clipping."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -83,12 +84,28 @@ def test_a_scheme_weighs_the_regulariser_down_over_the_ramp_and_drops_it_after()
     with_reg = LossModule(net, scheme(warmup_reg=0.5, l1=1e-3), (0.0, 1.0))
     # at epoch 1 of the 2-epoch ramp eps = 0.1, half the final 0.2: weight 0.5 * (1 - 0.5)
     extra = with_reg(x, y, 1.0, g) - plain(x, y, 1.0, g)
-    expected = 0.25 * warmup_regulariser(
-        net, (x - 0.1).clamp(min=0), (x + 0.1).clamp(max=1)
-    ) + 1e-3 * l1_penalty(net)
-    assert torch.allclose(extra, expected)
+    expected = 0.25 * warmup_regulariser(net, (x - 0.1).clamp(min=0), (x + 0.1).clamp(max=1))
+    assert extra > 0 and torch.allclose(extra, expected)
     after = with_reg(x, y, 3.0, g) - plain(x, y, 3.0, g)  # eps reached its final value
-    assert torch.allclose(after, 1e-3 * l1_penalty(net))
+    assert after == 0
+
+
+def test_a_step_adds_the_l1_penaltys_gradient_and_reports_its_value():
+    """The step moves the weights as plain SGD on the loss plus ``l1 * sum |w|`` through autograd, and
+    reports that sum."""
+    x = torch.rand(16, 4, dtype=torch.float64) * 0.6 + 0.2
+    y = torch.randint(0, 3, (16,))
+    data = TensorData(x, y, x[:2], y[:2], 3)
+    stepped, reference = network(), network()
+    fields = dict(l1=1e-2, optimizer=SGD(lr=0.5, momentum=0.0), batch=16)
+    trainer = Trainer(stepped, scheme(**fields), data)
+    row = trainer.train_epoch(0)  # one step, of the whole set at time 0
+    objective = LossModule(reference, scheme(**fields), (0.0, 1.0))(x, y, 0.0, torch.Generator())
+    objective = objective + 1e-2 * l1_penalty(reference)
+    objective.backward()
+    assert row["loss"] == pytest.approx(objective.item(), rel=1e-6)  # summed in float32
+    for moved, start in zip(stepped.parameters(), reference.parameters(), strict=True):
+        assert torch.allclose(moved, start - 0.5 * start.grad, rtol=1e-12, atol=1e-15)
 
 
 class CountingReLU(ReLU):
