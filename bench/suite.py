@@ -1,13 +1,17 @@
-"""daic's speed and memory against the plain network, against auto_LiRPA 0.3, and as the work grows:
-one command, every figure measured in the same run, printed as Markdown tables (bench/README.md holds them).
+"""daic's speed and memory against the plain network, against today's peers (auto_LiRPA 0.7 and CTRAIN
+0.6, each handed the network as plain `torch.nn` modules), and as the work grows: one command, every figure
+measured in the same run, printed as Markdown tables (bench/README.md holds them).
 
     bench/run.sh                      # makes the peers' environment once, then runs this script in it
     python bench/suite.py [--device cuda] [--reps 5] [--nets convsmall,convbig] [--sections main,hbox]
 
 Sections (`--sections`; all by default, paper only on a GPU):
 - main: per network, at the paper's batch size, the median time of a training step (forward, loss,
-  backward) of the plain network, of daic's Box (IBP) and hybrid zonotope (HZ) steps, and of auto_LiRPA's
-  IBP and CROWN-IBP steps, interleaved within each repetition; the peak memory of each step; the ratios.
+  backward) of the plain network, of daic's Box (the paper's reading), IBP (folded, the peers'), hybrid
+  zonotope (HZ) and CROWN-IBP steps, and of auto_LiRPA's IBP, CROWN-IBP and loss-fused CROWN-IBP steps,
+  interleaved within each repetition; the peak memory of each step; the ratios.
+- trainer: daic's `Trainer` against CTRAIN's IBP trainer, seconds per batch on the same network, weights
+  and batches (see `ctrain.py`).
 - hbox: HBox certification (the exact input zonotope, float64) in images/s, against a batch-1 forward,
   and its peak memory over a set of images larger than its batches.
 - crown: certification by CROWN and alpha-CROWN against auto_LiRPA's 'backward' and 'CROWN-Optimized' on
@@ -24,9 +28,9 @@ Sections (`--sections`; all by default, paper only on a GPU):
   trains them, and HBox certification of a 10,000-image test set, next to the paper's figures and the
   GPU targets (about ten times faster; see `paper.py`).
 
-Without auto_LiRPA importable the LiRPA rows say so and everything else runs. On the CPU, timings run under
-glibc settings that keep freed memory (see `workloads.MALLOC_TUNING`), and peak memory is measured in a
-fresh process where glibc returns freed tensors at once, as the growth of the resident set during one step.
+Without a peer importable its rows say why and everything else runs. On the CPU, timings run under glibc
+settings that keep freed memory (see `workloads.MALLOC_TUNING`), and peak memory is measured in a fresh
+process where glibc returns freed tensors at once, as the growth of the resident set during one step.
 """
 
 from __future__ import annotations
@@ -48,15 +52,17 @@ from daic.runtime import native
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import crown as C
+import ctrain
 import lirpa
 import methods as M
 import paper
 import workloads as W
 
-SECTIONS = ("main", "methods", "hbox", "crown", "processes", "scaling", "paper")
+SECTIONS = ("main", "trainer", "methods", "hbox", "crown", "processes", "scaling", "paper")
 CPU_SECTIONS = SECTIONS[:-1]
-LIRPA = ("LiRPA IBP", "LiRPA CROWN-IBP")
-CROWN_STEPS = ("daic CROWN-IBP", "daic CROWN-IBP fused")
+LIRPA = ("LiRPA IBP", "LiRPA CROWN-IBP", "LiRPA CROWN-IBP fused")
+CROWN_STEPS = ("daic CROWN-IBP", "daic CROWN-IBP fused", "LiRPA CROWN-IBP", "LiRPA CROWN-IBP fused")
+DAIC_STEPS = ("concrete", "daic Box", "daic IBP", "daic HZ", "daic CROWN-IBP", "daic CROWN-IBP fused")
 
 
 def table(header: list[str], rows: list[list[str]]) -> str:
@@ -130,53 +136,20 @@ def main_section(
     nets: list[str], device: torch.device, reps: int, crown_reps: int, threads: int, peer: str | None
 ) -> None:
     """`peer`: why auto_LiRPA's rows are empty, or None when they are measured."""
-    with_lirpa = peer is None
     rows, ratios = [], []
     for name in nets:
-        methods = {"concrete", "daic Box", "daic HZ", *CROWN_STEPS, *(LIRPA if with_lirpa else ())}
+        methods = {*DAIC_STEPS, *(LIRPA if peer is None else ())}
         steps = method_steps(*network_and_batch(name, device), W.WORKLOADS[name].epsilon, methods)
-        crown_steps = {m: steps.pop(m) for m in (*CROWN_STEPS, "LiRPA CROWN-IBP") if m in steps}
-        seconds = W.median_seconds(steps, reps, device)
-        base = seconds["concrete"]
-        relative = {method: s / base for method, s in seconds.items()}
-        # CROWN-IBP is 10-25x slower: both tools' steps get their own, shorter round, against the
-        # concrete step again, so that the round of the others stays short enough for many repetitions.
-        crown = W.median_seconds({"concrete": steps["concrete"], **crown_steps}, crown_reps, device)
-        for method in crown_steps:
-            seconds[method] = crown[method]
-            relative[method] = crown[method] / crown["concrete"]
-        del steps, crown_steps
+        seconds, relative = step_seconds(steps, reps, crown_reps, device)
+        del steps
         peaks = {method: peak(name, method, device, threads) for method in seconds}
         batch = str(W.WORKLOADS[name].batch)
         for method, s in seconds.items():
-            rows.append(
-                [
-                    name,
-                    batch,
-                    method,
-                    f"{s * 1e3:.1f}",
-                    f"{relative[method]:.2f}",
-                    f"{peaks[method] / 2**20:.0f}",
-                ]
-            )
-        if not with_lirpa:
+            rows.append([name, batch, method, f"{s * 1e3:.1f}", f"{relative[method]:.2f}",
+                         f"{peaks[method] / 2**20:.0f}"])  # fmt: skip
+        if peer is not None:
             rows += [[name, batch, method, peer, "", ""] for method in LIRPA]
-        ibp = seconds.get("LiRPA IBP")
-        peer_crown = relative.get("LiRPA CROWN-IBP")
-        ratios.append(
-            [
-                name,
-                f"{seconds['daic Box'] / base:.2f}",
-                f"{seconds['daic Box'] / ibp:.2f}" if ibp else "-",
-                f"{seconds['daic HZ'] / base:.2f}",
-                f"{ibp / base:.2f}" if ibp else "-",
-                f"{relative['daic CROWN-IBP']:.1f}",
-                f"{relative['daic CROWN-IBP fused']:.1f}",
-                f"{peer_crown:.1f}" if peer_crown else "-",
-                f"{relative['daic CROWN-IBP'] / peer_crown:.2f}" if peer_crown else "-",
-                f"{relative['daic CROWN-IBP fused'] / peer_crown:.2f}" if peer_crown else "-",
-            ]
-        )
+        ratios.append([name, *ratio_cells(seconds, relative)])
     memory = "peak allocated MiB" if device.type == "cuda" else "peak RSS growth MiB"
     show(
         f"Training step, median of {reps} interleaved repetitions ({crown_reps} for CROWN-IBP, in a round of"
@@ -185,20 +158,80 @@ def main_section(
         rows,
     )
     show(
-        "Ratios (same run)",
-        [
-            "network",
-            "daic Box / concrete",
-            "daic Box / LiRPA IBP",
-            "daic HZ / concrete",
-            "LiRPA IBP / concrete",
-            "daic CROWN-IBP / concrete",
-            "daic fused / concrete",
-            "LiRPA CROWN-IBP / concrete",
-            "daic CROWN-IBP / LiRPA",
-            "daic fused / LiRPA",
-        ],
+        "Ratios (same run): daic's IBP and fused CROWN-IBP against the peer's, and each step against the"
+        " concrete one",
+        ["network", "daic IBP / LiRPA IBP", "daic Box / LiRPA IBP", "daic fused / LiRPA fused",
+         "daic CROWN-IBP / LiRPA CROWN-IBP", "daic IBP / concrete", "daic Box / concrete",
+         "daic HZ / concrete", "LiRPA IBP / concrete", "daic fused / concrete", "LiRPA fused / concrete"],
         ratios,
+    )  # fmt: skip
+
+
+def step_seconds(
+    steps: dict[str, W.Step], reps: int, crown_reps: int, device: torch.device
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Each step's median seconds, and its ratio to the concrete step of its round. CROWN-IBP is 5-25x
+    slower: both tools' CROWN-IBP steps get their own, shorter round, against the concrete step again, so
+    that the round of the others stays short enough for many repetitions."""
+    crown_steps = {m: steps.pop(m) for m in CROWN_STEPS if m in steps}
+    seconds = W.median_seconds(steps, reps, device)
+    relative = {method: s / seconds["concrete"] for method, s in seconds.items()}
+    crown = W.median_seconds({"concrete": steps["concrete"], **crown_steps}, crown_reps, device)
+    for method in crown_steps:
+        seconds[method] = crown[method]
+        relative[method] = crown[method] / crown["concrete"]
+    return seconds, relative
+
+
+def ratio_cells(seconds: dict[str, float], relative: dict[str, float]) -> list[str]:
+    """The ratios table's cells of one network ("-" where the peer's step was not measured)."""
+
+    def ratio(ours: str, theirs: str) -> str:
+        return f"{relative[ours] / relative[theirs]:.2f}" if theirs in relative else "-"
+
+    def against_concrete(method: str) -> str:
+        return f"{relative[method]:.2f}" if method in relative else "-"
+
+    return [
+        ratio("daic IBP", "LiRPA IBP"),
+        ratio("daic Box", "LiRPA IBP"),
+        ratio("daic CROWN-IBP fused", "LiRPA CROWN-IBP fused"),
+        ratio("daic CROWN-IBP", "LiRPA CROWN-IBP"),
+        *(against_concrete(m) for m in ("daic IBP", "daic Box", "daic HZ", "LiRPA IBP",
+                                         "daic CROWN-IBP fused", "LiRPA CROWN-IBP fused")),
+    ]  # fmt: skip
+
+
+TRAINER_BATCH, TRAINER_EPS = 50, 0.3
+"""The trainers' setting: CNN7 for MNIST at batch 50 and eps 0.3 after the ramp (the peers' comparison of
+the issue that asked for it); other networks alike."""
+
+
+def trainer_section(nets: list[str], device: torch.device, batches: int, reps: int, peer: str | None) -> None:
+    """daic's Trainer against CTRAIN's IBP trainer, an epoch of `batches` batches each in turn (`peer`:
+    why CTRAIN's column is empty, or None)."""
+    rows, batch, eps = [], TRAINER_BATCH, TRAINER_EPS
+    for name in nets:
+        x, y = (t.to(device) for t in W.inputs(name, batch * batches))
+        if peer is None:
+            epochs = ctrain.epochs(W.build(name).to(device), x, y, eps, batch)
+            for epoch in epochs.values():
+                epoch()  # each once untimed (allocator, oneDNN's kernels)
+            seconds = {k: [] for k in epochs}
+            for _ in range(reps):
+                for method, epoch in epochs.items():
+                    seconds[method].append(epoch())
+            ours, theirs = (sorted(v)[len(v) // 2] for v in seconds.values())
+            rows.append(
+                [name, str(batch), f"{eps:g}", f"{ours:.3f}", f"{theirs:.3f}", f"{ours / theirs:.2f}"]
+            )
+        else:
+            rows.append([name, str(batch), f"{eps:g}", "-", peer, "-"])
+    show(
+        "Training: daic's Trainer (Box(folded=True)) against CTRAIN's ShiIBPModelWrapper, IBP after the"
+        f" ramp, seconds per batch, median of {reps} interleaved epochs of {batches} batches",
+        ["network", "batch", "eps", "daic s/batch", "CTRAIN s/batch", "daic / CTRAIN"],
+        rows,
     )
 
 
@@ -255,39 +288,43 @@ image then takes half an hour here."""
 
 
 def crown_section(
-    nets: list[str], images: int, reps: int, peer: str | None, peak_net: str, train_epochs: int
-) -> None:
-    cases = [C.trained_digits(train_epochs)] + [C.random_case(name, images, CROWN_EPS) for name in nets]
-    if peer is None:
-        C.patch_alpha_clamp()
+    nets: list[str], images: int, reps: int, peer: str | None, peak_net: str, train_epochs: int,
+    trained: list[C.Case],
+) -> None:  # fmt: skip
+    """`trained`: checkpoints of `daic run` with their images (`--crown-trained`), certified beside the
+    digits network and the initialised ones."""
+    cases = [C.trained_digits(train_epochs), *trained]
+    cases += [C.random_case(name, images, CROWN_EPS) for name in nets]
     rows, alpha_rows = [], []
     for i, case in enumerate(cases):
-        # alpha-CROWN on the trained network only: on an initialised one it certifies nothing either way,
+        # alpha-CROWN on the trained networks only: on an initialised one it certifies nothing either way,
         # and the peer's takes minutes per image there.
-        r = C.compare(case, images, reps, peer is None, alpha=i == 0)
+        alpha = i <= len(trained)
+        r = C.compare(case, min(images, len(case.x)), reps, peer is None, alpha=alpha)
         rows.append(crown_row(case.name, r))
-        if i:
-            continue
-        alpha_rows.append(
-            [
-                case.name,
-                str(r["images"]),
-                *cells(r, "alpha_certified", "peer_alpha_certified"),
-                *cells(r, "alpha_s", "peer_alpha_s", form="{:.2f}"),
-            ]
-        )
+        if alpha:
+            alpha_rows.append(
+                [
+                    case.name,
+                    str(r["images"]),
+                    *cells(r, "alpha_certified", "peer_alpha_certified"),
+                    *cells(r, "alpha_mean", "peer_alpha_mean", form="{:.3f}"),
+                    *cells(r, "alpha_s", "peer_alpha_s", form="{:.2f}"),
+                ]
+            )
     show(
         f"CROWN certification, float64, the same images for both, median of {reps} runs",
-        ["network", "images", "daic images/s", "LiRPA 'backward' images/s", "daic / LiRPA speed",
+        ["network", "images", "daic images/s", "LiRPA 'backward' images/s", "daic / LiRPA time",
          "largest bound difference", "daic certified", "LiRPA certified", "daic default images/s",
          "daic default certified"],
         rows,
     )  # fmt: skip
     show(
-        "alpha-CROWN, 20 steps, rate 0.5 (the peer's 'CROWN-Optimized', its slope clamp given a gradient)",
-        ["network", "images", "daic certified", "LiRPA certified", "daic s", "LiRPA s"],
+        "alpha-CROWN, 20 steps at rate 0.5 each: daic's AlphaCROWN against the peer's 'CROWN-Optimized'",
+        ["network", "images", "daic certified", "LiRPA certified", "daic mean bound", "LiRPA mean bound",
+         "daic s", "LiRPA s"],
         alpha_rows,
-    )
+    )  # fmt: skip
     result = in_fresh_process(["--crown-peak-child", peak_net], torch.device("cpu"), os.cpu_count() or 1)
     show(
         f"Full CROWN of one {peak_net} image (float64, initialised, eps {CROWN_EPS}): peak memory",
@@ -304,12 +341,12 @@ def cells(result: dict, *keys: str, form: str = "{}") -> list[str]:
 def crown_row(name: str, r: dict) -> list[str]:
     n = r["images"]
     rates = {key: n / r[key] for key in ("crown_s", "peer_crown_s", "crown_default_s") if key in r}
-    speed = r["peer_crown_s"] / r["crown_s"] if "peer_crown_s" in r else None
+    time_ratio = r["crown_s"] / r["peer_crown_s"] if "peer_crown_s" in r else None
     return [
         name,
         str(n),
         *cells(rates, "crown_s", "peer_crown_s", form="{:.1f}"),
-        "-" if speed is None else f"{speed:.2f}",
+        "-" if time_ratio is None else f"{time_ratio:.2f}",
         *cells(r, "max_difference", form="{:.1e}"),
         *cells(r, "crown_certified", "peer_crown_certified"),
         *cells(rates, "crown_default_s", form="{:.1f}"),
@@ -332,7 +369,8 @@ def ddp_child(name: str, steps: int) -> None:
     work = W.WORKLOADS[name]
     x, y = W.inputs(name, work.batch * steps)
     data = TensorData(x, y, x[:1], y[:1], 10)
-    scheme = Scheme(Dataset(), work.epsilon, EpsBox(), 2, batch=work.batch, optimizer=SGD(lr=0.01))
+    dataset = Dataset(image=work.shape, classes=10)
+    scheme = Scheme(dataset, work.epsilon, EpsBox(), 2, batch=work.batch, optimizer=SGD(lr=0.01))
     trainer = Trainer(W.build(name), scheme, data, group=group, log_every=10**9)
     trainer.train_epoch(0)
     result = trainer.train_epoch(1)
@@ -491,17 +529,45 @@ def paper_section(runs: list[str], device: torch.device, images: int, hbox_image
         )
 
 
-def describe(device: torch.device, threads: int, peer: str | None) -> None:
+def describe(device: torch.device, threads: int, peers: dict[str, str | None]) -> None:
+    """The run's first line: the machine, torch, each peer (its version, or why it is left out)."""
     if device.type == "cuda":
         machine = f"{torch.cuda.get_device_name(device)} ({torch.cuda.device_count()} visible)"
     else:
         machine = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {threads} threads"
-    lirpa_state = "auto_LiRPA 0.3 (patched at run time)" if peer is None else f"auto_LiRPA {peer}"
+    found = {"auto_LiRPA": lirpa.version, "CTRAIN": ctrain.version}
+    states = [f"{name} {found[name]() if why is None else why}" for name, why in peers.items()]
     malloc = "glibc keeps freed memory" if device.type == "cpu" else "caching allocator"
-    parts = [f"machine: {machine}", f"torch {torch.__version__}", lirpa_state, malloc]
+    parts = [f"machine: {machine}", f"torch {torch.__version__}", *states, malloc]
     if device.type == "cpu":
         parts.append(f"daic's native kernels {native.status()}")
     print("; ".join(parts))
+
+
+def peers_here(left_out: bool) -> dict[str, str | None]:
+    """Each peer and why it cannot be measured here (None: it can)."""
+    if left_out:
+        return {"auto_LiRPA": "left out (--no-lirpa)", "CTRAIN": "left out (--no-lirpa)"}
+    return {"auto_LiRPA": lirpa.why_not(), "CTRAIN": ctrain.why_not()}
+
+
+def trained_cases(
+    parser: argparse.ArgumentParser, given: list[str], data: str | None, images: int
+) -> list[C.Case]:
+    """The checkpoints of `--crown-trained` as certification cases, each option checked first."""
+    if given and not data:
+        parser.error("--crown-trained needs --crown-data (the MNIST folder of the test images)")
+    cases = []
+    for text in given:
+        parts = text.split(",")
+        if len(parts) != 3 or not all(Path(p).is_file() for p in parts[:2]):
+            parser.error(f"--crown-trained: NET,CHECKPOINT,EPS with both files present, got {text!r}")
+        try:
+            eps = float(parts[2])
+        except ValueError:
+            parser.error(f"--crown-trained: EPS is not a number in {text!r}")
+        cases.append(C.trained_case(parts[0], parts[1], eps, data, images))
+    return cases
 
 
 def main() -> None:
@@ -512,7 +578,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="CPU threads in all")
     parser.add_argument("--reps", type=int, default=9)
     parser.add_argument("--crown-reps", type=int, default=3, help="repetitions of CROWN's rounds")
-    parser.add_argument("--nets", default=",".join(W.PAPER_NETS))
+    parser.add_argument("--nets", default=",".join(W.MAIN_NETS))
     parser.add_argument("--method-nets", default="convsmall,cnn7", help="networks of the methods table")
     parser.add_argument("--method-reps", type=int, default=5)
     parser.add_argument("--sections", help=f"default: {','.join(CPU_SECTIONS)}, and paper on a GPU")
@@ -532,18 +598,22 @@ def main() -> None:
     parser.add_argument("--paper-runs", default=",".join(paper.PAPER_RUNS))
     parser.add_argument("--paper-images", type=int, help="images per timed epoch (GPU 10000, CPU 100)")
     parser.add_argument("--paper-hbox-images", type=int, help="images certified (GPU 1000, CPU 4)")
-    parser.add_argument("--no-lirpa", action="store_true", help="leave auto_LiRPA out even if installed")
+    parser.add_argument(
+        "--crown-trained", action="append", default=[], metavar="NET,CHECKPOINT,EPS",
+        help="a `daic run` checkpoint of an MNIST network to certify at EPS (repeatable; needs --crown-data)",
+    )  # fmt: skip
+    parser.add_argument("--crown-data", help="the MNIST folder whose test images --crown-trained certifies")
+    parser.add_argument("--trainer-nets", default="cnn7", help="networks of the trainers' table")
+    parser.add_argument("--trainer-batches", type=int, default=6, help="batches per timed epoch")
+    parser.add_argument("--trainer-reps", type=int, default=5, help="timed epochs of each trainer")
+    parser.add_argument("--no-lirpa", action="store_true", help="leave the peers out even if installed")
     parser.add_argument("--peak-child", help=argparse.SUPPRESS)
     parser.add_argument("--ddp-child", help=argparse.SUPPRESS)
     parser.add_argument("--crown-peak-child", help=argparse.SUPPRESS)
     parser.add_argument("--hbox-peak-child", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    peer = None if lirpa.available() else "not installed"
-    if args.no_lirpa and peer is None:
-        peer = "left out (--no-lirpa)"
-    with_lirpa = peer is None
-    if with_lirpa:
-        lirpa.patch()
+    peers = peers_here(args.no_lirpa)
+    peer = peers["auto_LiRPA"]
     if args.peak_child:
         name, method = args.peak_child.split(":")
         return peak_child(name, method, torch.device(args.device))
@@ -565,7 +635,15 @@ def main() -> None:
     if unknown:
         parser.error(f"unknown sections {sorted(unknown)}; choose from {', '.join(SECTIONS)}")
     split = lambda text: [item for item in text.split(",") if item]  # noqa: E731
-    for option in ("nets", "method_nets", "hbox_nets", "hbox_peak_nets", "ddp_nets", "crown_nets"):
+    for option in (
+        "nets",
+        "method_nets",
+        "hbox_nets",
+        "hbox_peak_nets",
+        "ddp_nets",
+        "crown_nets",
+        "trainer_nets",
+    ):
         unknown = set(split(getattr(args, option))) - set(W.WORKLOADS)
         if unknown:
             flag = "--" + option.replace("_", "-")
@@ -596,9 +674,12 @@ def main() -> None:
     if device.type == "cpu":
         W.reexec_with_malloc_tuning()  # after the checks, so that a mistake is reported once
     torch.set_num_threads(args.threads)
-    describe(device, args.threads, peer)
+    describe(device, args.threads, peers)
     if "main" in sections:
         main_section(split(args.nets), device, args.reps, args.crown_reps, args.threads, peer)
+    if "trainer" in sections:
+        trainer_section(split(args.trainer_nets), device, args.trainer_batches, args.trainer_reps,
+                        peers["CTRAIN"])  # fmt: skip
     if "methods" in sections:
         methods_section(split(args.method_nets), device, args.method_reps)
     if "hbox" in sections:
@@ -612,6 +693,7 @@ def main() -> None:
             peer,
             args.crown_peak_net,
             args.crown_train_epochs,
+            trained_cases(parser, args.crown_trained, args.crown_data, args.crown_images),
         )
     if "processes" in sections:
         processes_section(split(args.ddp_nets), device, args.threads, args.ddp_steps)

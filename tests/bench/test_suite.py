@@ -29,17 +29,34 @@ def test_main_table_has_every_method_with_figures():
     rows = [[cell.strip() for cell in line.split("|")[1:-1]] for line in done.stdout.splitlines()]
     steps = [row for row in rows if len(row) == 6 and row[:2] == ["convsmall", "100"]]
     assert [row[2] for row in steps] == [
-        "concrete", "daic Box", "daic HZ", "daic CROWN-IBP", "daic CROWN-IBP fused", "LiRPA IBP",
-        "LiRPA CROWN-IBP",
+        "concrete", "daic Box", "daic IBP", "daic HZ", "daic CROWN-IBP", "daic CROWN-IBP fused",
+        "LiRPA IBP", "LiRPA CROWN-IBP", "LiRPA CROWN-IBP fused",
     ]  # fmt: skip
     assert steps[0][4] == "1.00" and all(row[1] == "100" for row in steps)
-    for row in steps[:5]:
+    for row in steps[:6]:
         assert float(row[3]) > 0 and float(row[4]) > 0 and int(row[5]) >= 0
-    assert steps[5][3] == "not installed"  # --no-lirpa: the peer's rows say so rather than vanish
-    (ratios,) = [row for row in rows if len(row) == 10 and row[0] == "convsmall" and row[2] == "-"]
-    # A ratio for each of daic's steps. (Which is slower is a measurement, the benchmark's to report: on a
-    # loaded machine one repetition can put an abstract step under the concrete one.)
-    assert all(float(ratios[i]) > 0 for i in (1, 3, 5, 6))
+    # --no-lirpa: the peers' rows say so rather than vanish
+    assert all(row[3] == "left out (--no-lirpa)" for row in steps[6:])
+    (ratios,) = [row for row in rows if len(row) == 11 and row[0] == "convsmall"]
+    assert ratios[1:5] == ["-"] * 4  # the ratios to the peer's steps
+    # A ratio to the concrete step for each of daic's steps. (Which is slower is a measurement, the
+    # benchmark's to report: on a loaded machine one repetition can put an abstract step under the concrete
+    # one.)
+    assert all(float(ratios[i]) > 0 for i in (5, 6, 7, 9)) and ratios[8] == ratios[10] == "-"
+
+
+def test_the_peers_are_handed_plain_modules_computing_the_same_function():
+    """What auto_LiRPA and CTRAIN are given: `torch.nn` modules only, the leading normalisation moved into
+    the data, the same outputs as daic's network, residual blocks and BatchNorm included."""
+    import plain
+
+    for name in ("convsmall", "cnn7", "resnettiny"):
+        model = workloads.build(name).double().eval()
+        net, normalise = plain.plain_network(model, workloads.WORKLOADS[name].shape)
+        assert not any(type(m).__module__.startswith("daic") for m in net.modules()), name
+        x = torch.rand(3, *workloads.WORKLOADS[name].shape, dtype=torch.float64)
+        with torch.no_grad():
+            assert torch.allclose(net(normalise(x)), model(x), rtol=1e-12, atol=1e-12), name
 
 
 def test_methods_table_times_every_method_from_its_goal():
