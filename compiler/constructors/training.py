@@ -155,10 +155,21 @@ DECLARATIONS = [
             Param("steps", INT, 20, "Adam iterations on the slopes.", low=0),
             Param("lr", FLOAT, 0.5, "Adam's learning rate (decayed by 0.98 a step).", low=0, low_open=True),
             _INTERMEDIATE,
+            Param(
+                "layers",
+                STR,
+                "output",
+                'Whose slopes are optimised: "output" (the margins\' rows, intermediate bounds fixed), '
+                '"dense" (also the rows of the fully connected layers\' intermediate bounds, recomputed at '
+                "every step) or \"all\" (every layer's, as auto_LiRPA's CROWN-Optimized; convolutional "
+                "layers' rows are whole maps, slow).",
+                choices=("output", "dense", "all"),
+            ),
         ),
         "CROWN whose ReLU lower slopes, one per image, margin and unstable neuron, are optimised by Adam "
-        "from CROWN's choice (alpha-CROWN, Xu et al. 2021), intermediate bounds fixed. Every slope in "
-        "[0, 1] is sound; the best bound seen is kept, so it is never looser than CROWN.",
+        "from CROWN's choice (alpha-CROWN, Xu et al. 2021), intermediate bounds fixed unless `layers` "
+        "says otherwise. Every slope in [0, 1] is sound; the best bound seen is kept, so it is never looser "
+        "than CROWN.",
         RT_VERIFY + "AlphaCROWNBound",
     ),
     Constructor(

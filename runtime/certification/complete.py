@@ -36,8 +36,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor, nn
 
+from daic.runtime.certification.alpha_crown import optimized_lower
 from daic.runtime.certification.certify import Batch, Search, falsify, least_margins
-from daic.runtime.certification.verification import optimized_lower
 from daic.runtime.context import AbstractContext
 from daic.runtime.domains.coeffs import Dense
 from daic.runtime.domains.element import margin_others

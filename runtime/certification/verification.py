@@ -19,21 +19,24 @@ abstract layers (``only_train=False``) applied.
 from __future__ import annotations
 
 import math
-import time
 from contextlib import nullcontext
 
 import torch
 from torch import Tensor, nn
 
+from daic.runtime.certification.alpha_crown import every_layer_bytes, optimized_every_layer, optimized_lower
 from daic.runtime.certification.certify import Batch, Step, exact_float
 from daic.runtime.context import AbstractContext
 from daic.runtime.domains import dropping_dead_terms
 from daic.runtime.domains.coeffs import Dense
 from daic.runtime.domains.element import margin_others
-from daic.runtime.domains.symbolic import Backward, Symbolic, backsubstitute
+from daic.runtime.domains.symbolic import LayerSlopes, Symbolic
 from daic.runtime.layers import DecorrelateMin
 
 INTERMEDIATE = ("crown", "box", "hbox", "best")
+LAYERS = ("output", "dense", "all")
+"""Whose slopes alpha-CROWN optimises: the margins' rows alone; theirs and the fully connected layers'
+intermediate bounds' rows; or every layer's."""
 """Where CROWN's intermediate bounds come from: back-substitution (full CROWN), intervals (CROWN-IBP), the
 exact-input hybrid zonotope, or the elementwise best of all three."""
 
@@ -116,14 +119,16 @@ class CROWNBound(MarginBound):
             self.name if self.intermediate == "crown" else f'{self.name}(intermediate="{self.intermediate}")'
         )
 
-    def _output(self, model: nn.Module, lower: Tensor, upper: Tensor, relu: str) -> Symbolic:
+    def _output(self, model: nn.Module, lower: Tensor, upper: Tensor, relu: str, **given: object) -> Symbolic:
+        """The analysis of the network on the boxes, with the intermediate bounds `intermediate` asks for;
+        `given`: more of `Symbolic.input`'s settings (alpha-CROWN's slopes and prior bounds)."""
         companions = ("box", "hbox") if self.intermediate in ("hbox", "best") else ("box",)
         crown = self.intermediate in ("crown", "best")
         dropping = nullcontext()
         if "hbox" in companions and not slot_count_matters(model, training=False):
             dropping = dropping_dead_terms()
         with dropping:
-            value = Symbolic.input(lower, upper, companions, crown=crown, deadline=self.until)
+            value = Symbolic.input(lower, upper, companions, crown=crown, deadline=self.until, **given)
             return self._run(model, value, relu)
 
     def margins(self, model, lower, upper, target, relu):
@@ -138,18 +143,32 @@ class CROWNBound(MarginBound):
 
 
 class AlphaCROWNBound(CROWNBound):
-    """CROWN whose ReLU lower slopes (one per image, margin and unstable neuron) are optimised with Adam
-    for ``steps`` iterations from CROWN's adaptive choice, intermediate bounds fixed; the best bound seen
-    of every margin is kept (any slope in [0, 1] gives a sound bound), and the search stops once every
-    margin of the batch is proved."""
+    """CROWN whose ReLU lower slopes are optimised with Adam for ``steps`` iterations from CROWN's adaptive
+    choice (`alpha_crown`): with ``layers="output"`` the margins' slopes alone (one per image, margin and
+    unstable neuron), intermediate bounds fixed; with ``layers="all"`` every layer's, each intermediate
+    bound recomputed at every step with slopes of its own rows (auto_LiRPA's CROWN-Optimized); with
+    ``"dense"`` those of the fully connected layers' bounds alone (most of the gain, a fraction of the
+    time). Where those rows would not fit `budget_bytes`, the margins' alone. The best bound seen of
+    every margin is kept (any slope in [0, 1] gives a sound bound), and the search stops once every margin
+    of the batch is proved."""
 
     name = "AlphaCROWN"
+    budget_bytes = 2 * 2**30
 
-    def __init__(self, steps: int = 20, lr: float = 0.5, intermediate: str = "crown") -> None:
+    def __init__(
+        self, steps: int = 20, lr: float = 0.5, intermediate: str = "crown", layers: str = "output"
+    ) -> None:
         super().__init__(intermediate)
         if steps < 0 or lr <= 0:
             raise ValueError(f"AlphaCROWN: steps must be >= 0 and lr > 0, got {steps}, {lr}")
-        self.steps, self.lr = int(steps), float(lr)
+        if layers not in LAYERS:
+            raise ValueError(f"AlphaCROWN: layers must be one of {LAYERS}, got {layers!r}")
+        if layers != "output" and intermediate not in ("crown", "best"):
+            raise ValueError(
+                f'AlphaCROWN: layers="{layers}" optimises the slopes of CROWN\'s intermediate bounds, and '
+                f'intermediate="{intermediate}" takes none from CROWN; use "crown" or "best"'
+            )
+        self.steps, self.lr, self.layers = int(steps), float(lr), layers
 
     @property
     def label(self) -> str:
@@ -160,72 +179,23 @@ class AlphaCROWNBound(CROWNBound):
             given.append(f"lr={self.lr:g}")
         if self.intermediate != "crown":
             given.append(f'intermediate="{self.intermediate}"')
+        if self.layers != "output":
+            given.append(f'layers="{self.layers}"')
         return self.name + (f"({', '.join(given)})" if given else "")
 
     def margins(self, model, lower, upper, target, relu):
         output = self._output(model, lower, upper, relu)
         best = torch.maximum(output.margin_lower(target), output.margin_lower(target, until_nonlinear=True))
         rows = Dense(margin_others(target, output.shape[1], lower.dtype)[0])
+        maps = self.layers == "all"
+        if self.layers != "output" and every_layer_bytes(output, maps) <= self.budget_bytes:
+
+            def analyse(slopes: LayerSlopes, prior: dict) -> Symbolic:
+                return self._output(model, lower, upper, relu, slopes=slopes, prior=prior)
+
+            steps, lr = self.steps, self.lr
+            return optimized_every_layer(analyse, output, rows, best, steps, lr, self.until, maps)
         return optimized_lower(output, rows, best, self.steps, self.lr, self.until)
-
-
-PATIENCE, STALE_GAIN = 20, 1e-4
-"""alpha-CROWN stops once `PATIENCE` steps in a row each raised its rows' bounds by less than `STALE_GAIN`
-of their mean magnitude (alpha-beta-CROWN stops on a patience too; 10 steps stopped 0.7% short on a
-kink that Adam crosses back and forth for a while before it settles): the last steps of a long
-optimisation of a layer's neurons gain little, and the time is worth more to the layers after it."""
-
-
-def optimized_lower(
-    output: Symbolic, rows: Dense, start: Tensor, steps: int, lr: float, deadline: float = float("inf")
-) -> Tensor:
-    """``(B, S)``: the best lower bounds of ``rows`` (over ``output``'s neurons) that alpha-CROWN finds in
-    ``steps`` Adam steps of rate ``lr`` (decayed by 0.98 a step), from the bounds ``start``; stops early
-    once every row is positive, once the bounds stall (`PATIENCE`), or at ``deadline`` (a
-    `time.perf_counter()` reading). The intermediate bounds stay as they are; only the ReLUs' lower slopes
-    move, each kept in [0, 1] by clamping after the step (a projection: the gradient itself is never cut
-    off)."""
-    best = start
-    if steps == 0 or bool((best > 0).all()):
-        return best
-    alphas = _initial_slopes(output, rows.rows)
-    if not alphas:  # no ReLU to relax: CROWN's bound is the network's exact range, nothing to optimise
-        return best
-    optimizer = torch.optim.Adam(list(alphas.values()), lr=lr)
-    schedule = torch.optim.lr_scheduler.ExponentialLR(optimizer, 0.98)
-    how = Backward(alphas)
-    stale = 0
-    for _ in range(steps):
-        with torch.enable_grad():
-            found = backsubstitute(output, rows, how)
-            grads = torch.autograd.grad(-found.sum(), list(alphas.values()))
-        before, best = best, torch.maximum(best, found.detach())
-        finite = torch.isfinite(before)
-        gain, scale = (best - before)[finite].mean(), best[finite].abs().mean()
-        proved, stalled = torch.stack([(best > 0).all(), gain <= STALE_GAIN * scale]).tolist()  # one wait
-        stale = stale + 1 if stalled else 0
-        if proved or stale >= PATIENCE or time.perf_counter() > deadline:
-            break
-        for alpha, grad in zip(alphas.values(), grads, strict=True):
-            alpha.grad = grad
-        optimizer.step()
-        schedule.step()
-        with torch.no_grad():
-            for alpha in alphas.values():
-                alpha.clamp_(0, 1)
-    return best
-
-
-def _initial_slopes(output: Symbolic, rows: int) -> dict[int, Tensor]:
-    """A lower slope per row for every relaxed node that has one (the ReLUs), from CROWN's choice."""
-    slopes: dict[int, Tensor] = {}
-    for node in output.ancestors():
-        initial = getattr(node.layer, "initial_slopes", None)
-        if initial is not None:
-            start = initial(node).detach().unsqueeze(1)
-            start = start.expand(start.shape[0], rows, *start.shape[2:]).clone()
-            slopes[node.id] = start.requires_grad_(True)
-    return slopes
 
 
 def slot_count_matters(model: nn.Module, training: bool) -> bool:

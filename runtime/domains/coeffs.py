@@ -45,8 +45,9 @@ def transposed_conv(
     - float32, one or two output channels (a network's first layer, where the rows reach the image): the
       product with the kernel followed by `fold`, up to 2x faster than oneDNN;
     - float32, more channels: oneDNN on channels-last inputs, 3-5x faster than on NCHW ones;
-    - float64 without a gradient (certification): the input gradient of the forward convolution, 2-17x
-      faster than the transposed convolution, which works through its batch one image at a time.
+    - float64 (certification): the input gradient of the forward convolution, 2-17x faster than the
+      transposed convolution, which works through its batch one image at a time; with a gradient to
+      the rows alone (alpha-CROWN of every layer), its own gradient being the forward convolution.
     Elsewhere the plain call.
     """
     if x.device.type != "cpu" or groups != 1:
@@ -61,12 +62,34 @@ def transposed_conv(
     if x.dtype == torch.float32:
         x = x.contiguous(memory_format=torch.channels_last)
         return F.conv_transpose2d(x, weight, None, stride, padding, extra, groups)
-    if not (torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad)):
-        shape = x.new_empty(()).expand(n, c_out, out_h, out_w)  # only its shape is read
+    return _InputGradient.apply(x, weight, stride, padding, (out_h, out_w))
+
+
+class _InputGradient(torch.autograd.Function):
+    """``conv_transpose2d(x, W)`` as the input gradient of the forward convolution at ``x``. Its gradient
+    follows from ``<conv_transpose2d(x, W), g> = <x, conv2d(g, W)>``: to ``x``, ``conv2d(g, W)``; to
+    ``W``, the forward convolution's weight gradient at input ``g`` for the output gradient ``x``."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, weight: Tensor, stride: Pair, padding: Pair, out_hw: Pair) -> Tensor:  # type: ignore[override]
+        ctx.save_for_backward(x, weight)
+        ctx.stride, ctx.padding = stride, padding
+        shape = x.new_empty(()).expand(x.shape[0], weight.shape[1], *out_hw)  # only its shape is read
         return torch.ops.aten.convolution_backward(
             x, shape, weight, None, stride, padding, (1, 1), False, (0, 0), 1, (True, False, False)
         )[0]
-    return F.conv_transpose2d(x, weight, None, stride, padding, extra, groups)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):  # type: ignore[override]
+        x, weight = ctx.saved_tensors
+        need_x, need_w = ctx.needs_input_grad[:2]
+        grad_x = F.conv2d(grad, weight, None, ctx.stride, ctx.padding) if need_x else None
+        grad_w = None
+        if need_w:
+            grad_w = torch.ops.aten.convolution_backward(
+                x, grad, weight, None, ctx.stride, ctx.padding, (1, 1), False, (0, 0), 1, (False, True, False)
+            )[1]
+        return grad_x, grad_w, None, None, None
 
 
 class Dense:

@@ -84,6 +84,20 @@ class Backward:
         return None if beta is None else -beta * self.signs[node.id].unsqueeze(1)
 
 
+@dataclass
+class LayerSlopes:
+    """alpha-CROWN's slopes for the intermediate bounds too (every layer's, as auto_LiRPA's CROWN-Optimized):
+    for each node whose neurons CROWN bounds (by id), the neurons its rows bound (``neurons``: flat
+    indices ``(N,)``, the same rows for every image) and, for each ReLU output node before it (by id), the
+    lower slopes of those rows, ``(B, 2N, *F)``: the rows of the neurons' lower bounds first, then those
+    of their upper bounds (negated). Nodes ids are the same in every analysis of one network."""
+
+    neurons: dict[int, Tensor]
+    alphas: dict[int, dict[int, Tensor]]
+    fixed: frozenset[int] = frozenset()
+    """Nodes whose bounds no slope reaches (no ReLU before them): they keep the analysis's prior bounds."""
+
+
 class Analysis:
     """What the nodes of one analysis share: the input box, the settings, and the ids of new nodes."""
 
@@ -98,6 +112,7 @@ class Analysis:
         prior: dict[int, tuple[Tensor, Tensor]] | None = None,
         deadline: float = math.inf,
         least_gain: float = 0.0,
+        slopes: LayerSlopes | None = None,
     ) -> None:
         self.center = (upper + lower) / 2
         if rounds_outward():
@@ -113,6 +128,9 @@ class Analysis:
         self.widest = lower[0].numel()  # neurons of the widest node so far (sizes the chunks)
         self.deadline = deadline  # `time.perf_counter()` past which CROWN refines no more neurons
         self.least_gain = least_gain  # the share a layer's sample must narrow by for CROWN to go on
+        self.slopes = (
+            slopes  # alpha-CROWN's slopes of the intermediate bounds' rows, where they are optimised
+        )
         # Seconds per neuron and per node behind it (back-substitution passes through them all) of the
         # last chunk refined: a chunk that would end past the deadline at that rate is not started (a
         # chunk of a CNN7's layer takes seconds, and a later layer's takes longer).
@@ -159,6 +177,7 @@ class Symbolic(Element):
         prior: dict[int, tuple[Tensor, Tensor]] | None = None,
         deadline: float = math.inf,
         least_gain: float = 0.0,
+        slopes: LayerSlopes | None = None,
     ) -> Symbolic:
         """The input box ``[lower, upper]``. ``companions`` run beside it (Box always); ``crown``: the
         ReLUs' inputs are bounded by back-substitution too (full CROWN), and with ``tighten`` those bounds
@@ -174,14 +193,18 @@ class Symbolic(Element):
         minutes. With ``least_gain`` > 0, CROWN refines a sample of each image's unstable neurons of a
         layer first (`spread_sample`) and the rest of an image's only if it narrowed its sample's intervals
         by at least that share: on a network trained with intervals the companions' bounds are often as
-        tight, and full CROWN then costs most of a search's time for nothing."""
+        tight, and full CROWN then costs most of a search's time for nothing. With ``slopes``, the nodes it
+        names are bounded by their rows with those lower slopes (alpha-CROWN of every layer), the others
+        as usual."""
         unknown = set(companions) - set(COMPANIONS)
         if unknown:
             raise ValueError(f"Symbolic: unknown companion domains {sorted(unknown)}; known: {COMPANIONS}")
         values: list[Element] = [Box.from_bounds(lower, upper)]
         if "hbox" in companions:
             values.append(HybridZonotope.exact_from_bounds(lower, upper))
-        analysis = Analysis(lower, upper, crown, budget_bytes, tighten, splits, prior, deadline, least_gain)
+        analysis = Analysis(
+            lower, upper, crown, budget_bytes, tighten, splits, prior, deadline, least_gain, slopes
+        )
         return cls(analysis, "input", (), tuple(values))
 
     # ----------------------------------------------------------------------------------------------
@@ -255,6 +278,12 @@ class Symbolic(Element):
         self._apply_split()
         if not self.analysis.crown:
             return
+        slopes = self.analysis.slopes
+        if slopes is not None and self.id in slopes.fixed:
+            return
+        if slopes is not None and self.id in slopes.neurons:
+            self._refine_by_slopes(slopes)
+            return
         lower, upper = self.bounds()
         low, up = lower.flatten(1).clone(), upper.flatten(1).clone()
         unstable = ((lower < 0) & (upper > 0)).flatten(1)  # (B, N)
@@ -282,6 +311,28 @@ class Symbolic(Element):
                 found_low = torch.maximum(low[at, which], found_low)
                 found_up = torch.minimum(up[at, which], found_up)
             low[at, which], up[at, which] = found_low, found_up
+
+    def _refine_by_slopes(self, slopes: LayerSlopes) -> None:
+        """CROWN's bounds of the neurons `slopes` names for this node, one lower and one upper row each for
+        every image, back-substituted with the rows' own lower slopes; differentiable in the slopes."""
+        lower, upper = self.bounds()
+        neurons = slopes.neurons[self.id]
+        n, b = len(neurons), lower.shape[0]
+        place = torch.arange(n, device=neurons.device)
+        A = lower.new_zeros((b, 2 * n, self.shape[1:].numel()))
+        A[:, place, neurons] = 1
+        A[:, n + place, neurons] = -1
+        rows = Dense(A.view(b, 2 * n, *self.shape[1:]))
+        found = backsubstitute(self, rows, Backward(slopes.alphas.get(self.id, {})))
+        low, up = lower.flatten(1), upper.flatten(1)
+        found_low, found_up = found[:, :n], -found[:, n:]
+        if self.analysis.tighten:
+            # The better bound's value, the rows' gradient (straight through): where the companions' bound
+            # is the better one the rows' slopes would otherwise get none, and never overtake it.
+            found_low = found_low + (torch.maximum(low[:, neurons], found_low) - found_low).detach()
+            found_up = found_up + (torch.minimum(up[:, neurons], found_up) - found_up).detach()
+        low, up = low.index_copy(1, neurons, found_low), up.index_copy(1, neurons, found_up)
+        self._set_bounds(low.view_as(lower), up.view_as(upper))
 
     def _set_bounds(self, lower: Tensor, upper: Tensor) -> None:
         """Takes ``(lower, upper)`` as this node's bounds, an image's crossing bounds marking it infeasible
