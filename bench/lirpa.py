@@ -69,7 +69,7 @@ def steps(model: nn.Module, x: Tensor, y: Tensor, eps: float) -> dict[str, Calla
     # Traced in evaluation mode (batch-1 tracing of a BatchNorm1d fails in training mode), then trained.
     bounded = BoundedModule(net.eval(), inputs[:1], device=str(x.device))
     fused = BoundedModule(
-        CrossEntropyWrapper(net.eval()),
+        CrossEntropyWrapper(net).eval(),
         (inputs[:1], y[:1]),
         bound_opts={"loss_fusion": True},
         device=str(x.device),

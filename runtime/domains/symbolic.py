@@ -90,7 +90,7 @@ class LayerSlopes:
     for each node whose neurons CROWN bounds (by id), the neurons its rows bound (``neurons``: flat
     indices ``(N,)``, the same rows for every image) and, for each ReLU output node before it (by id), the
     lower slopes of those rows, ``(B, 2N, *F)``: the rows of the neurons' lower bounds first, then those
-    of their upper bounds (negated). Nodes ids are the same in every analysis of one network."""
+    of their upper bounds (negated). Node ids are the same in every analysis of one network."""
 
     neurons: dict[int, Tensor]
     alphas: dict[int, dict[int, Tensor]]
@@ -128,9 +128,8 @@ class Analysis:
         self.widest = lower[0].numel()  # neurons of the widest node so far (sizes the chunks)
         self.deadline = deadline  # `time.perf_counter()` past which CROWN refines no more neurons
         self.least_gain = least_gain  # the share a layer's sample must narrow by for CROWN to go on
-        self.slopes = (
-            slopes  # alpha-CROWN's slopes of the intermediate bounds' rows, where they are optimised
-        )
+        # alpha-CROWN's slopes of the intermediate bounds' rows, where they are optimised
+        self.slopes = slopes
         # Seconds per neuron and per node behind it (back-substitution passes through them all) of the
         # last chunk refined: a chunk that would end past the deadline at that rate is not started (a
         # chunk of a CNN7's layer takes seconds, and a later layer's takes longer).
