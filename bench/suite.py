@@ -289,48 +289,49 @@ image then takes half an hour here."""
 
 def crown_section(
     nets: list[str], images: int, reps: int, peer: str | None, peak_net: str, train_epochs: int,
-    trained: list[C.Case],
+    trained: list[C.Case], no_alpha: list[str],
 ) -> None:  # fmt: skip
     """`trained`: checkpoints of `daic run` with their images (`--crown-trained`), certified beside the
-    digits network and the initialised ones."""
+    digits network and the initialised ones; alpha-CROWN on the trained ones (on an initialised network it
+    certifies nothing either way, and the peer's takes minutes per image there)."""
     cases = [C.trained_digits(train_epochs), *trained]
     cases += [C.random_case(name, images, CROWN_EPS) for name in nets]
     rows, alpha_rows = [], []
     for i, case in enumerate(cases):
-        # alpha-CROWN on the trained networks only: on an initialised one it certifies nothing either way,
-        # and the peer's takes minutes per image there.
-        alpha = i <= len(trained)
-        r = C.compare(case, min(images, len(case.x)), reps, peer is None, alpha=alpha)
+        r = C.compare(case, min(images, len(case.x)), reps, peer is None)
         rows.append(crown_row(case.name, r))
-        if alpha:
-            alpha_rows.append(
-                [
-                    case.name,
-                    str(r["images"]),
-                    *cells(r, "alpha_certified", "peer_alpha_certified"),
-                    *cells(r, "alpha_mean", "peer_alpha_mean", form="{:.3f}"),
-                    *cells(r, "alpha_s", "peer_alpha_s", form="{:.2f}"),
-                ]
-            )
+        if i <= len(trained) and len(r["open"]) and not any(n in case.name for n in no_alpha):
+            alpha_rows.append(alpha_row(C.compare_alpha(case, r["open"], peer is None)))
     show(
         f"CROWN certification, float64, the same images for both, median of {reps} runs",
         ["network", "images", "daic images/s", "LiRPA 'backward' images/s", "daic / LiRPA time",
-         "largest bound difference", "daic certified", "LiRPA certified", "daic default images/s",
+         "bounds, daic - LiRPA", "daic certified", "LiRPA certified", "daic default images/s",
          "daic default certified"],
         rows,
     )  # fmt: skip
     show(
-        "alpha-CROWN, 20 steps at rate 0.5 each: daic's AlphaCROWN against the peer's 'CROWN-Optimized'",
-        ["network", "images", "daic certified", "LiRPA certified", "daic mean bound", "LiRPA mean bound",
-         "daic s", "LiRPA s"],
+        "alpha-CROWN, 20 steps at rate 0.5, on the images daic's CROWN leaves open: daic's AlphaCROWN"
+        ' (layers "output", "dense", "all") against the peer\'s CROWN-Optimized; certified / summed margin'
+        " bound / seconds",
+        ["network", "images", 'daic "output"', 'daic "dense"', 'daic "all"', "LiRPA CROWN-Optimized"],
         alpha_rows,
-    )  # fmt: skip
+    )
     result = in_fresh_process(["--crown-peak-child", peak_net], torch.device("cpu"), os.cpu_count() or 1)
     show(
         f"Full CROWN of one {peak_net} image (float64, initialised, eps {CROWN_EPS}): peak memory",
         ["network", "peak RSS growth MiB", "seconds"],
         [[peak_net, f"{result['peak_bytes'] / 2**20:.0f}", f"{result['seconds']:.1f}"]],
     )
+
+
+def alpha_row(r: dict) -> list[str]:
+    def tool(key: str) -> str:
+        if key not in r:
+            return "-"
+        certified, total, seconds = r[key]
+        return f"{certified} / {total:.2f} / {seconds:.1f} s"
+
+    return [r["case"], str(r["images"]), *(tool(f"daic {layers}") for layers in C.ALPHAS), tool("LiRPA")]
 
 
 def cells(result: dict, *keys: str, form: str = "{}") -> list[str]:
@@ -347,7 +348,7 @@ def crown_row(name: str, r: dict) -> list[str]:
         str(n),
         *cells(rates, "crown_s", "peer_crown_s", form="{:.1f}"),
         "-" if time_ratio is None else f"{time_ratio:.2f}",
-        *cells(r, "max_difference", form="{:.1e}"),
+        "-" if "difference" not in r else "{:.1e} to {:.1e}".format(*r["difference"]),
         *cells(r, "crown_certified", "peer_crown_certified"),
         *cells(rates, "crown_default_s", form="{:.1f}"),
         *cells(r, "crown_default_certified"),
@@ -603,6 +604,11 @@ def main() -> None:
         help="a `daic run` checkpoint of an MNIST network to certify at EPS (repeatable; needs --crown-data)",
     )  # fmt: skip
     parser.add_argument("--crown-data", help="the MNIST folder whose test images --crown-trained certifies")
+    parser.add_argument(
+        "--crown-no-alpha",
+        default="",
+        help="trained networks (names, comma-separated) left out of alpha-CROWN",
+    )
     parser.add_argument("--trainer-nets", default="cnn7", help="networks of the trainers' table")
     parser.add_argument("--trainer-batches", type=int, default=6, help="batches per timed epoch")
     parser.add_argument("--trainer-reps", type=int, default=5, help="timed epochs of each trainer")
@@ -694,6 +700,7 @@ def main() -> None:
             args.crown_peak_net,
             args.crown_train_epochs,
             trained_cases(parser, args.crown_trained, args.crown_data, args.crown_images),
+            split(args.crown_no_alpha),
         )
     if "processes" in sections:
         processes_section(split(args.ddp_nets), device, args.threads, args.ddp_steps)
