@@ -7,7 +7,7 @@
   (intermediate bounds intersected with the interval ones, and the margins' better of CROWN and the
   folded intervals) certifies at least as many.
 - alpha-CROWN: `AlphaCROWNBound` at the peer's defaults (20 Adam steps, rate 0.5 decayed by 0.98), the
-  margins' slopes alone and with the fully connected layers' (`layers="dense"`), against the peer's
+  margins' slopes alone and every layer's (`layers="all"`), against the peer's
   "CROWN-Optimized" at its defaults (which optimises every layer's slopes), on the images CROWN leaves
   open: certified images, the margins' summed lower bound and seconds.
 
@@ -136,9 +136,9 @@ def compare(case: Case, images: int, reps: int, with_peer: bool) -> dict[str, ob
     return row
 
 
-ALPHAS = {layers: AlphaCROWNBound(layers=layers) for layers in ("output", "dense", "all")}
-"""daic's alpha-CROWN at the peer's settings (20 steps, rate 0.5): the margins' slopes alone, with the
-fully connected layers' intermediate bounds' slopes, and with every layer's."""
+ALPHAS = {layers: AlphaCROWNBound(layers=layers) for layers in ("output", "all")}
+"""daic's alpha-CROWN at the peer's settings (20 steps, rate 0.5): the margins' slopes alone, and every
+layer's."""
 
 
 def compare_alpha(case: Case, open_images: Tensor, with_peer: bool) -> dict[str, object]:

@@ -311,9 +311,9 @@ def crown_section(
     )  # fmt: skip
     show(
         "alpha-CROWN, 20 steps at rate 0.5, on the images daic's CROWN leaves open: daic's AlphaCROWN"
-        ' (layers "output", "dense", "all") against the peer\'s CROWN-Optimized; certified / summed margin'
-        " bound / seconds",
-        ["network", "images", 'daic "output"', 'daic "dense"', 'daic "all"', "LiRPA CROWN-Optimized"],
+        ' (layers "output" and "all") against the peer\'s CROWN-Optimized; certified / summed margin bound /'
+        " seconds",
+        ["network", "images", 'daic "output"', 'daic "all"', "LiRPA CROWN-Optimized"],
         alpha_rows,
     )
     result = in_fresh_process(["--crown-peak-child", peak_net], torch.device("cpu"), os.cpu_count() or 1)

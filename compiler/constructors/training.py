@@ -159,11 +159,10 @@ DECLARATIONS = [
                 "layers",
                 STR,
                 "output",
-                'Whose slopes are optimised: "output" (the margins\' rows, intermediate bounds fixed), '
-                '"dense" (also the rows of the fully connected layers\' intermediate bounds, recomputed at '
-                "every step) or \"all\" (every layer's, as auto_LiRPA's CROWN-Optimized; convolutional "
-                "layers' rows are whole maps, slow).",
-                choices=("output", "dense", "all"),
+                'Whose slopes are optimised: "output" (the margins\' rows, intermediate bounds fixed) or '
+                '"all" (every layer\'s: each intermediate bound recomputed at every step with slopes of its '
+                "own rows, as auto_LiRPA's CROWN-Optimized).",
+                choices=("output", "all"),
             ),
         ),
         "CROWN whose ReLU lower slopes, one per image, margin and unstable neuron, are optimised by Adam "

@@ -8,7 +8,7 @@ bound, and the best of each is kept. Two reaches:
 - every layer's (`optimized_every_layer`): the rows of each intermediate bound have slopes of their own
   too, and every step recomputes the intermediate bounds with them, so that the rows' bound improves
   through tighter relaxations of the layers before (auto_LiRPA's CROWN-Optimized). A step is a whole
-  analysis, and the rows of an intermediate node are dense over its map: for small networks.
+  analysis, each intermediate node bounding the neurons unstable in some image of the batch.
 """
 
 from __future__ import annotations
@@ -53,34 +53,33 @@ def optimized_lower(
 
 def optimized_every_layer(
     analyse: Callable[[LayerSlopes, Prior], Symbolic], first: Symbolic, rows: Dense, start: Tensor,
-    steps: int, lr: float, deadline: float = float("inf"), maps: bool = True,
+    steps: int, lr: float, deadline: float = float("inf"),
 ) -> Tensor:  # fmt: skip
     """``(B, S)``: the best lower bounds of ``rows`` that alpha-CROWN of every layer finds in ``steps``
     Adam steps (stopping as `optimized_lower` does), from ``start``. ``first`` is the network's analysis
     with CROWN's intermediate bounds (the analysis of `analyse` with no slopes); ``analyse(slopes,
     prior)`` runs it again with those slopes, each intermediate bound intersected with the best found so
     far (``prior``), so that bounds only tighten from step to step. Each intermediate node's rows are its
-    neurons unstable in some image of the batch at the start. Without ``maps``, only the flat nodes
-    (fully connected layers) have slopes of their own: a map's rows are dense over the maps before it,
-    where CROWN bounds them by windows, and on MNIST ConvSmall they cost 9 of every 10 seconds for a
-    gain of 1e-3 in the margins' bounds."""
+    neurons unstable in some image of the batch at the start (windows on a map, as CROWN's), and their
+    slopes are made by the first of those analyses, shaped as the rows are at each ReLU."""
     if steps == 0 or bool((start > 0).all()):
         return start
     crown_bounded = _crown_bounded(first)
-    bounded = _sloped(crown_bounded, maps)
+    bounded = _sloped(crown_bounded)
     slopes = LayerSlopes(
         {node.id: _unstable_neurons(node) for node in bounded},
-        {node.id: initial_slopes(node, 2 * len(_unstable_neurons(node))) for node in bounded},
-        frozenset(node.id for node in crown_bounded if node not in bounded),
+        fixed=frozenset(node.id for node in crown_bounded if node not in bounded),
     )
+    prior: Prior = {node.id: tuple(b.detach() for b in node.bounds()) for node in crown_bounded}
     output_slopes = initial_slopes(first, rows.rows)
-    leaves = [a for per_node in (*slopes.alphas.values(), output_slopes) for a in per_node.values()]
+    with torch.enable_grad():
+        made = [analyse(slopes, prior)]  # the first analysis with the slopes makes them (and is step 1's)
+    leaves = slopes.leaves() + list(output_slopes.values())
     if not leaves:
         return start
-    prior: Prior = {node.id: tuple(b.detach() for b in node.bounds()) for node in crown_bounded}
 
     def bound() -> Tensor:
-        output = analyse(slopes, prior)
+        output = made.pop() if made else analyse(slopes, prior)
         for node in _crown_bounded(output):  # the best intermediate bounds so far: the next step's prior
             if node.id in slopes.fixed:
                 continue
@@ -97,11 +96,12 @@ AUTOGRAD_COPIES = 3
 node the rows pass (the rows, their relaxed copy, and what autograd saves of them): its memory plan."""
 
 
-def every_layer_bytes(first: Symbolic, maps: bool = True) -> int:
-    """The memory a step of `optimized_every_layer` needs on ``first``'s analysis: each intermediate
-    node's rows (two per neuron unstable in some image, for every image) over the maps they pass."""
+def every_layer_bytes(first: Symbolic) -> int:
+    """A bound of the memory a step of `optimized_every_layer` needs on ``first``'s analysis: each
+    intermediate node's rows (two per neuron unstable in some image, for every image) over the maps they
+    pass (windows are at most the maps)."""
     total = 0
-    for node in _sloped(_crown_bounded(first), maps):
+    for node in _sloped(_crown_bounded(first)):
         rows = 2 * len(_unstable_neurons(node)) * node.batch
         maps = sum(a.shape[1:].numel() for a in node.ancestors())
         total += rows * maps * node.analysis.center.element_size() * AUTOGRAD_COPIES
@@ -160,13 +160,12 @@ def _crown_bounded(output: Symbolic) -> list[Symbolic]:
     return [found[i] for i in sorted(found)]
 
 
-def _sloped(nodes: list[Symbolic], maps: bool) -> list[Symbolic]:
-    """The nodes whose bounds slopes can move (some neuron unstable, and a ReLU before them), flat ones
-    alone without `maps`."""
+def _sloped(nodes: list[Symbolic]) -> list[Symbolic]:
+    """The nodes whose bounds slopes can move: some neuron unstable, and a ReLU before them."""
 
     def movable(node: Symbolic) -> bool:
         after_slopes = any(getattr(a.layer, "initial_slopes", None) is not None for a in node.ancestors()[1:])
-        return (maps or len(node.shape) == 2) and after_slopes and bool(len(_unstable_neurons(node)))
+        return after_slopes and bool(len(_unstable_neurons(node)))
 
     return [node for node in nodes if movable(node)]
 

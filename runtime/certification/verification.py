@@ -34,9 +34,8 @@ from daic.runtime.domains.symbolic import LayerSlopes, Symbolic
 from daic.runtime.layers import DecorrelateMin
 
 INTERMEDIATE = ("crown", "box", "hbox", "best")
-LAYERS = ("output", "dense", "all")
-"""Whose slopes alpha-CROWN optimises: the margins' rows alone; theirs and the fully connected layers'
-intermediate bounds' rows; or every layer's."""
+LAYERS = ("output", "all")
+"""Whose slopes alpha-CROWN optimises: the margins' rows alone, or every layer's rows as well."""
 """Where CROWN's intermediate bounds come from: back-substitution (full CROWN), intervals (CROWN-IBP), the
 exact-input hybrid zonotope, or the elementwise best of all three."""
 
@@ -146,11 +145,10 @@ class AlphaCROWNBound(CROWNBound):
     """CROWN whose ReLU lower slopes are optimised with Adam for ``steps`` iterations from CROWN's adaptive
     choice (`alpha_crown`): with ``layers="output"`` the margins' slopes alone (one per image, margin and
     unstable neuron), intermediate bounds fixed; with ``layers="all"`` every layer's, each intermediate
-    bound recomputed at every step with slopes of its own rows (auto_LiRPA's CROWN-Optimized); with
-    ``"dense"`` those of the fully connected layers' bounds alone (most of the gain, a fraction of the
-    time). Where those rows would not fit `budget_bytes`, the margins' alone. The best bound seen of
-    every margin is kept (any slope in [0, 1] gives a sound bound), and the search stops once every margin
-    of the batch is proved."""
+    bound recomputed at every step with slopes of its own rows (auto_LiRPA's CROWN-Optimized), where
+    those rows fit `budget_bytes` (the margins' alone otherwise). The best bound seen of every margin is
+    kept (any slope in [0, 1] gives a sound bound), and the search stops once every margin of the batch is
+    proved."""
 
     name = "AlphaCROWN"
     budget_bytes = 2 * 2**30
@@ -163,7 +161,7 @@ class AlphaCROWNBound(CROWNBound):
             raise ValueError(f"AlphaCROWN: steps must be >= 0 and lr > 0, got {steps}, {lr}")
         if layers not in LAYERS:
             raise ValueError(f"AlphaCROWN: layers must be one of {LAYERS}, got {layers!r}")
-        if layers != "output" and intermediate not in ("crown", "best"):
+        if layers == "all" and intermediate not in ("crown", "best"):
             raise ValueError(
                 f'AlphaCROWN: layers="{layers}" optimises the slopes of CROWN\'s intermediate bounds, and '
                 f'intermediate="{intermediate}" takes none from CROWN; use "crown" or "best"'
@@ -187,14 +185,12 @@ class AlphaCROWNBound(CROWNBound):
         output = self._output(model, lower, upper, relu)
         best = torch.maximum(output.margin_lower(target), output.margin_lower(target, until_nonlinear=True))
         rows = Dense(margin_others(target, output.shape[1], lower.dtype)[0])
-        maps = self.layers == "all"
-        if self.layers != "output" and every_layer_bytes(output, maps) <= self.budget_bytes:
+        if self.layers == "all" and every_layer_bytes(output) <= self.budget_bytes:
 
             def analyse(slopes: LayerSlopes, prior: dict) -> Symbolic:
                 return self._output(model, lower, upper, relu, slopes=slopes, prior=prior)
 
-            steps, lr = self.steps, self.lr
-            return optimized_every_layer(analyse, output, rows, best, steps, lr, self.until, maps)
+            return optimized_every_layer(analyse, output, rows, best, self.steps, self.lr, self.until)
         return optimized_lower(output, rows, best, self.steps, self.lr, self.until)
 
 

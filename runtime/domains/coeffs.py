@@ -111,6 +111,10 @@ class Dense:
             return m
         return self.per_group(m).unsqueeze(1)
 
+    def per_row(self, m: Tensor) -> Tensor:
+        """A neuron map ``(B, *F)`` as each row sees it, ``(G, S, *F)`` (a view: a group's rows share it)."""
+        return self.gathered(m).expand(self.A.shape)
+
     def _like(self, A: Tensor) -> Dense:
         return Dense(A, self.image)
 
@@ -141,12 +145,15 @@ class Dense:
             return bound_rows(self.A, self.per_group(center), self.per_group(radius))
         return self.dot(center) - self._like(self.A.abs()).dot(radius)
 
-    def relaxed(self, lower_slope: Tensor, upper_slope: Tensor, upper_bias: Tensor) -> tuple[Dense, Tensor]:
+    def relaxed(
+        self, lower_slope: Tensor, upper_slope: Tensor, upper_bias: Tensor, per_row: bool = False
+    ) -> tuple[Dense, Tensor]:
         """The rows through an elementwise relaxation ``ls * x <= f(x) <= us * x + ub``, for lower bounds: a
         positive coefficient takes the lower line, a negative one the upper. Returns the coefficients on
-        ``x`` and the constant ``(G, S)``. ``lower_slope`` may be per row (alpha-CROWN)."""
+        ``x`` and the constant ``(G, S)``. With ``per_row``, ``lower_slope`` is each row's (alpha-CROWN:
+        ``(G, S, *F)``, or anything `per_row` gives that broadcasts to it)."""
         if upper_slope.shape[1:] == self.A.shape[2:]:
-            per_row = lower_slope.dim() == self.A.dim()
+            per_row = per_row and lower_slope.dim() == self.A.dim()
             slopes = (lower_slope if per_row else self.per_group(lower_slope), self.per_group(upper_slope))
             moved, bias = relaxed_rows(self.A, *slopes, self.per_group(upper_bias))
             return self._like(moved), bias
@@ -298,8 +305,21 @@ class Patches:
         c, r = self.unfold(center, radius)
         return _row_dot(self.P, c) - _row_dot(self.P.abs(), r)
 
-    def relaxed(self, lower_slope: Tensor, upper_slope: Tensor, upper_bias: Tensor) -> tuple[Patches, Tensor]:
-        ls, us, ub = self.unfold(lower_slope, upper_slope, upper_bias)
+    def per_row(self, m: Tensor) -> Tensor:
+        """A neuron map ``(B, C, H, W)`` as each row's window of its image, ``(R, C, Kh, Kw)`` (false or 0
+        outside the map)."""
+        if m.dtype == torch.bool:
+            return self.unfold(m.to(self.P.dtype))[0] > 0
+        return self.unfold(m)[0]
+
+    def relaxed(
+        self, lower_slope: Tensor, upper_slope: Tensor, upper_bias: Tensor, per_row: bool = False
+    ) -> tuple[Patches, Tensor]:
+        """As `Dense.relaxed`; with ``per_row``, ``lower_slope`` is each row's window (`per_row`'s shape)."""
+        if per_row:
+            ls, (us, ub) = lower_slope, self.unfold(upper_slope, upper_bias)
+        else:
+            ls, us, ub = self.unfold(lower_slope, upper_slope, upper_bias)
         negative = self.P.clamp(max=0)
         # A+ ls + A- us = A us + A+ (ls - us): the second term is zero but at unstable neurons.
         moved = self.P * us + (self.P - negative) * (ls - us)

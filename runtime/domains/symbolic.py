@@ -59,7 +59,10 @@ class Backward:
     """How one back-substitution relaxes the ReLUs, and what it keeps.
 
     - ``alphas`` maps a ReLU's output node id to its lower slopes, one per row of the specification and
-      neuron (``(B, S, *F)``, alpha-CROWN); a node without one takes CROWN's adaptive choice.
+      neuron, shaped as the rows are there (`Coeffs.per_row`: ``(B, S, *F)`` for the margins' rows,
+      windows for rows kept as windows; alpha-CROWN); a node without one takes CROWN's adaptive choice,
+      or with ``grow``, gets slopes made from it, to optimise (alpha-CROWN of every layer, whose rows'
+      shapes are known only once they reach each ReLU).
     - ``betas`` maps a ReLU's output node id to the multipliers (``(B, S, *F)``, >= 0) of its input's split
       constraints ``sign * x >= 0`` (``signs``, ``(B, *F)`` in {-1, 0, 1}): each row gains
       ``-beta * sign * x``, which is <= 0 wherever the constraints hold, so the bound stays a bound on the
@@ -74,9 +77,15 @@ class Backward:
     signs: dict[int, Tensor] = field(default_factory=dict)
     record: set[int] = field(default_factory=set)
     recorded: dict[int, Coeffs] = field(default_factory=dict)
+    grow: bool = False
 
-    def lower_slope(self, node: Symbolic) -> Tensor | None:
-        return self.alphas.get(node.id)
+    def lower_slope(self, node: Symbolic, rows: Coeffs, initial: Tensor) -> Tensor | None:
+        """The lower slopes of `rows` at the ReLU of output `node` (``initial``: CROWN's, a neuron map)."""
+        alpha = self.alphas.get(node.id)
+        if alpha is None and self.grow:
+            alpha = rows.per_row(initial).detach().clone().requires_grad_(True)
+            self.alphas[node.id] = alpha
+        return alpha
 
     def split_term(self, node: Symbolic) -> Tensor | None:
         """``-beta * sign`` for the ReLU at output `node`, per row, or None."""
@@ -88,14 +97,19 @@ class Backward:
 class LayerSlopes:
     """alpha-CROWN's slopes for the intermediate bounds too (every layer's, as auto_LiRPA's CROWN-Optimized):
     for each node whose neurons CROWN bounds (by id), the neurons its rows bound (``neurons``: flat
-    indices ``(N,)``, the same rows for every image) and, for each ReLU output node before it (by id), the
-    lower slopes of those rows, ``(B, 2N, *F)``: the rows of the neurons' lower bounds first, then those
-    of their upper bounds (negated). Node ids are the same in every analysis of one network."""
+    indices ``(N,)``, the same for every image; each has a row of its lower bound and one of its upper
+    bound, negated), and, for each ReLU output node before it (by id), the lower slopes of those rows
+    (`Backward.alphas`), made by the first analysis that uses them. Node ids, and the rows' shapes at each
+    ReLU, are the same in every analysis of one network."""
 
     neurons: dict[int, Tensor]
-    alphas: dict[int, dict[int, Tensor]]
+    alphas: dict[int, dict[int, Tensor]] = field(default_factory=dict)
     fixed: frozenset[int] = frozenset()
     """Nodes whose bounds no slope reaches (no ReLU before them): they keep the analysis's prior bounds."""
+
+    def leaves(self) -> list[Tensor]:
+        """Every slope made so far, to optimise."""
+        return [alpha for per_node in self.alphas.values() for alpha in per_node.values()]
 
 
 class Analysis:
@@ -313,16 +327,15 @@ class Symbolic(Element):
 
     def _refine_by_slopes(self, slopes: LayerSlopes) -> None:
         """CROWN's bounds of the neurons `slopes` names for this node, one lower and one upper row each for
-        every image, back-substituted with the rows' own lower slopes; differentiable in the slopes."""
+        every image, back-substituted with the rows' own lower slopes (made here the first time); as
+        windows on a map, as dense rows on a flat node; differentiable in the slopes."""
         lower, upper = self.bounds()
         neurons = slopes.neurons[self.id]
         n, b = len(neurons), lower.shape[0]
-        place = torch.arange(n, device=neurons.device)
-        A = lower.new_zeros((b, 2 * n, self.shape[1:].numel()))
-        A[:, place, neurons] = 1
-        A[:, n + place, neurons] = -1
-        rows = Dense(A.view(b, 2 * n, *self.shape[1:]))
-        found = backsubstitute(self, rows, Backward(slopes.alphas.get(self.id, {})))
+        how = Backward(slopes.alphas.setdefault(self.id, {}), grow=True)
+        found = backsubstitute(self, self._rows_of(neurons, b), how)
+        if len(self.shape) == 4:  # windows: row r of image r // n, the upper bounds' after all lower ones
+            found = found.view(2, b, n).permute(1, 0, 2).reshape(b, 2 * n)
         low, up = lower.flatten(1), upper.flatten(1)
         found_low, found_up = found[:, :n], -found[:, n:]
         if self.analysis.tighten:
@@ -332,6 +345,21 @@ class Symbolic(Element):
             found_up = found_up + (torch.minimum(up[:, neurons], found_up) - found_up).detach()
         low, up = low.index_copy(1, neurons, found_low), up.index_copy(1, neurons, found_up)
         self._set_bounds(low.view_as(lower), up.view_as(upper))
+
+    def _rows_of(self, neurons: Tensor, images: int) -> Coeffs:
+        """Rows ``+x`` and ``-x`` of each of the `neurons` in every image: windows on a map (lower bounds'
+        rows first, image by image; then the upper bounds'), dense rows ``(B, 2N, *F)`` on a flat node."""
+        n = len(neurons)
+        if len(self.shape) == 4:
+            image = torch.arange(images, device=neurons.device).repeat_interleave(n).repeat(2)
+            sign = self.analysis.center.new_ones(2 * images * n)
+            sign[images * n :] = -1
+            return Patches.neurons(image, neurons.repeat(2 * images), sign, self.shape[1:])
+        place = torch.arange(n, device=neurons.device)
+        A = self.analysis.center.new_zeros((images, 2 * n, self.shape[1:].numel()))
+        A[:, place, neurons] = 1
+        A[:, n + place, neurons] = -1
+        return Dense(A.view(images, 2 * n, *self.shape[1:]))
 
     def _set_bounds(self, lower: Tensor, upper: Tensor) -> None:
         """Takes ``(lower, upper)`` as this node's bounds, an image's crossing bounds marking it infeasible

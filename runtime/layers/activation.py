@@ -189,10 +189,10 @@ class ReLU(AbstractMixin, nn.Module):
 
     def back_symbolic(self, coeffs: Coeffs, node: Symbolic, how: Backward) -> tuple[Coeffs, Tensor]:
         ls, us, ub, unstable = crown_relaxation(*node.parents[0].bounds())
-        alpha = how.lower_slope(node)
+        alpha = how.lower_slope(node, coeffs, ls)
         if alpha is not None:
-            ls = torch.where(unstable.unsqueeze(1), alpha, ls.unsqueeze(1))
-        moved, constant = coeffs.relaxed(ls, us, ub)
+            ls = torch.where(coeffs.per_row(unstable), alpha, coeffs.per_row(ls))
+        moved, constant = coeffs.relaxed(ls, us, ub, per_row=alpha is not None)
         split = how.split_term(node)
         if split is not None:  # beta-CROWN: the split constraints, weighed into the rows
             moved = moved + Dense(split)  # rows of either kind add a dense term
