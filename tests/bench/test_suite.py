@@ -2,6 +2,7 @@
 allocations, the networks of its scaling table are the stdlib ones with CorrMaxK added, and its paper
 section trains the stdlib schemes. Timings are never asserted (these machines are shared)."""
 
+import math
 import subprocess
 import sys
 from importlib import resources
@@ -115,17 +116,25 @@ def test_taps_goes_before_the_first_linear_layer():
 @pytest.mark.slow
 def test_crown_section_certifies_and_measures_without_the_peer():
     command = [sys.executable, str(BENCH / "suite.py"), "--device", "cpu", "--threads", "1", "--no-lirpa"]
-    command += ["--sections", "crown", "--crown-nets", "convsmall", "--crown-images", "2"]
+    command += ["--sections", "crown", "--crown-nets", "convsmall", "--crown-images", "12"]
     command += ["--crown-reps", "1", "--crown-train-epochs", "2", "--crown-peak-net", "convsmall"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     rows = [[cell.strip() for cell in line.split("|")[1:-1]] for line in done.stdout.splitlines()]
-    crown = [row for row in rows if len(row) == 10 and row[1] == "2"]
+    crown = [row for row in rows if len(row) == 10 and row[1] == "12"]
     assert [row[0] for row in crown] == ["digits_conv (trained)", "convsmall (initialised)"]
     for row in crown:
-        assert float(row[2]) > 0 and row[3] == "-" and 0 <= int(row[6]) <= 2 and int(row[6]) <= int(row[9])
-    alpha = [row for row in rows if len(row) == 6 and row[1] == "2"]
-    assert [row[0] for row in alpha] == ["digits_conv (trained)"]
+        assert float(row[2]) > 0 and row[3] == "-" and 0 <= int(row[6]) <= 12 and int(row[6]) <= int(row[9])
+    # alpha-CROWN runs on the trained network's images that CROWN leaves open, every one of them.
+    left = 12 - int(crown[0][9])
+    alpha = [row for row in rows if len(row) == 5 and row[0] == "digits_conv (trained)"]
+    assert [int(row[1]) for row in alpha] == ([left] if left else [])
+    for row in alpha:
+        for cell in row[2:4]:
+            certified, summed_bound, seconds = cell.split(" / ")
+            assert 0 <= int(certified) <= left and float(seconds.removesuffix(" s")) > 0
+            assert math.isfinite(float(summed_bound))
+        assert row[4] == "-"  # without the peer
     (memory,) = [row for row in rows if len(row) == 3 and row[0] == "convsmall"]
     assert int(memory[1]) > 0
 
