@@ -31,6 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from daic.runtime import native
 from daic.runtime.domains.fused_rows import bound_rows, relaxed_rows
 
 Pair = tuple[int, int]
@@ -295,15 +296,44 @@ class Patches:
         return Patches(P, self.image, self.position, self.grid, self.stride, self.padding, self.map_hw)
 
     def mul(self, m: Tensor) -> Patches:
+        per_channel = self._per_channel(m)
+        if per_channel is not None:
+            return self._like(self.P * per_channel)
         return self._like(self.P * self.unfold(m)[0])
 
     def dot(self, m: Tensor) -> Tensor:
         """``(R, 1)``: each row applied to the neuron values ``m``."""
+        per_channel = self._per_channel(m)
+        if per_channel is not None:
+            return (self.P.sum((2, 3)) * per_channel.flatten(1)).sum(1, keepdim=True)
         return _row_dot(self.P, self.unfold(m)[0])
 
+    def _per_channel(self, m: Tensor) -> Tensor | None:
+        """A map constant over each channel (``(B or 1, C, 1, 1)``: BatchNorm's scale and shift, a bias) as
+        each row's ``(R or 1, C, 1, 1)``, or None. Such a map needs no windows: the coefficients outside
+        the map are zero, so scaling the whole window is scaling its part inside."""
+        if m.dim() != 4 or m.shape[2:] != (1, 1):
+            return None
+        return m if m.shape[0] == 1 else m.index_select(0, self.image)
+
     def bound(self, center: Tensor, radius: Tensor) -> Tensor:
+        fused = self._in_place(native.patches_bound, center, radius)
+        if fused is not None:
+            return fused
         c, r = self.unfold(center, radius)
         return _row_dot(self.P, c) - _row_dot(self.P.abs(), r)
+
+    def _in_place(self, kernel, *maps: Tensor):
+        """`kernel` (a window kernel of `native`) on the rows and the maps read in place, or None where it
+        does not apply. The maps are handed over whole, ``(B or 1, C, H, W)`` contiguous: a broadcast one
+        is made whole, a copy as large as a map where the windows would be as large as the rows."""
+        if not native.has(kernel.__name__, self.P):
+            return None
+        if torch.is_grad_enabled() and any(t.requires_grad for t in (self.P, *maps)):
+            return None
+        batch = max(m.shape[0] for m in maps)
+        whole = (m.expand(batch, m.shape[1], *self.map_hw).contiguous() for m in maps)
+        return kernel(self.P, *whole, self.image, self.position, self.grid[1], self.stride, self.padding)
 
     def per_row(self, m: Tensor) -> Tensor:
         """A neuron map ``(B, C, H, W)`` as each row's window of its image, ``(R, C, Kh, Kw)`` (false or 0
@@ -319,6 +349,9 @@ class Patches:
         if per_row:
             ls, (us, ub) = lower_slope, self.unfold(upper_slope, upper_bias)
         else:
+            fused = self._in_place(native.patches_relaxed, lower_slope, upper_slope, upper_bias)
+            if fused is not None:
+                return self._like(fused[0]), fused[1]
             ls, us, ub = self.unfold(lower_slope, upper_slope, upper_bias)
         negative = self.P.clamp(max=0)
         # A+ ls + A- us = A us + A+ (ls - us): the second term is zero but at unstable neurons.

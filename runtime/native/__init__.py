@@ -36,6 +36,8 @@ _ARGUMENTS = {
         "bound": [_POINTER] * 3 + [_COUNT, _POINTER] + [_COUNT] * 3 + [_THREADS],
         "relaxed_backward": [_POINTER, _POINTER, _COUNT] + [_POINTER] * 8 + [_COUNT] * 3 + [_THREADS],
         "bound_backward": [_POINTER] * 3 + [_COUNT] + [_POINTER] * 2 + [_COUNT] * 3 + [_THREADS],
+        "patches_relaxed": [_POINTER] * 4 + [_COUNT] + [_POINTER] * 5 + [_THREADS],
+        "patches_bound": [_POINTER] * 3 + [_COUNT] + [_POINTER] * 4 + [_THREADS],
     },
 }
 """Each source's kernels and their C arguments (the source defines every one for each suffix of
@@ -264,4 +266,87 @@ def bound_backward(A: Tensor, center: Tensor, radius: Tensor, grad: Tensor) -> T
     out = torch.empty_like(A)
     maps = (_pointer(A), _pointer(center), _pointer(radius), strides[0], _pointer(grad), _pointer(out))
     kernel(*maps, groups, rows, n, torch.get_num_threads())
+    return out
+
+
+def _window_arguments(
+    P: Tensor,
+    maps: tuple[Tensor, ...],
+    image: Tensor,
+    position: Tensor,
+    grid_width: int,
+    stride: tuple[int, int],
+    padding: tuple[int, int],
+) -> tuple[list, Tensor] | None:
+    """The arguments the window kernels share, in their order (P, the maps, the maps' image stride, the
+    rows' images and positions, the shapes), and the shapes' tensor (alive until the call); None where
+    the kernels cannot walk the tensors (a gradient to keep, another dtype or device, a map not
+    ``(B or 1, C, H, W)`` contiguous, maps unlike each other)."""
+    if P.dim() != 4 or P.numel() == 0 or _needs_grad(P, *maps) or not P.is_contiguous():
+        return None
+    first = maps[0]
+    if first.dim() != 4 or first.shape[1] != P.shape[1]:
+        return None
+    for m in maps:
+        if (m.shape, m.dtype, m.device) != (first.shape, P.dtype, P.device) or not m.is_contiguous():
+            return None
+    for index in (image, position):
+        if index.dtype != torch.int64 or index.device != P.device or not index.is_contiguous():
+            return None
+    _, c, h, w = first.shape
+    shape = torch.tensor([P.shape[0], c, P.shape[2], P.shape[3], h, w, grid_width, *stride, *padding])
+    map_image = c * h * w if first.shape[0] > 1 else 0
+    arguments = [_pointer(P), *(_pointer(m) for m in maps), map_image, _pointer(image), _pointer(position)]
+    return [*arguments, _pointer(shape)], shape
+
+
+def patches_relaxed(
+    P: Tensor,
+    lower_slope: Tensor,
+    upper_slope: Tensor,
+    upper_bias: Tensor,
+    image: Tensor,
+    position: Tensor,
+    grid_width: int,
+    stride: tuple[int, int],
+    padding: tuple[int, int],
+) -> tuple[Tensor, Tensor] | None:
+    """Rows kept as windows (``P``, ``(R, C, Kh, Kw)``; see `coeffs.Patches`) through the relaxation whose
+    ``(ls, us, ub)`` maps are ``(B or 1, C, H, W)``: ``(P+ ls + P- us, sum P- ub)`` over each row's window,
+    the constant ``(R, 1)``; None where the kernel does not apply."""
+    kernel = _function("patches_relaxed", P, "linear_kernels")
+    maps = (lower_slope, upper_slope, upper_bias)
+    walked = (
+        None if kernel is None else _window_arguments(P, maps, image, position, grid_width, stride, padding)
+    )
+    if walked is None:
+        return None
+    arguments, _shape = walked
+    out, bias = torch.empty_like(P), P.new_empty((P.shape[0], 1))
+    kernel(*arguments, _pointer(out), _pointer(bias), torch.get_num_threads())
+    return out, bias
+
+
+def patches_bound(
+    P: Tensor,
+    centre: Tensor,
+    radius: Tensor,
+    image: Tensor,
+    position: Tensor,
+    grid_width: int,
+    stride: tuple[int, int],
+    padding: tuple[int, int],
+) -> Tensor | None:
+    """``(R, 1)``: the least value of each windowed row over the box ``centre +- radius`` (maps ``(B or 1,
+    C, H, W)``); None where the kernel does not apply."""
+    kernel = _function("patches_bound", P, "linear_kernels")
+    maps = (centre, radius)
+    walked = (
+        None if kernel is None else _window_arguments(P, maps, image, position, grid_width, stride, padding)
+    )
+    if walked is None:
+        return None
+    arguments, _shape = walked
+    out = P.new_empty((P.shape[0], 1))
+    kernel(*arguments, _pointer(out), torch.get_num_threads())
     return out

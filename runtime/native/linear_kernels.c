@@ -148,3 +148,78 @@ LINEAR_KERNELS(double, f64)
 
 LINEAR_BACKWARD(float, f32)
 LINEAR_BACKWARD(double, f64)
+
+/* The same two steps on rows kept as windows of a (C, H, W) map (coeffs.Patches): row r is P[r] of shape
+ * (C, Kh, Kw), over image image[r]'s map, its window's corner at map row i * sh - ph and column
+ * j * sw - pw, where (i, j) is position[r] on a grid ws wide. The maps are read in place, (B or 1, C, H, W)
+ * contiguous (map_image H * W * C, or 0 when shared), where the composed ops first copy each row's window
+ * out of them (an index_select as large as P per map). Outside the map the maps count as zero, as the
+ * windows' coefficients there are. */
+#define WINDOW_KERNELS(T, SUFFIX)                                                                   \
+    void patches_relaxed_##SUFFIX(const T *restrict P, const T *restrict ls, const T *restrict us,   \
+                                  const T *restrict ub, int64_t map_image,                          \
+                                  const int64_t *restrict image, const int64_t *restrict position,  \
+                                  const int64_t *restrict shape, T *restrict out, T *restrict bias, \
+                                  int threads) {                                                    \
+        int64_t R = shape[0], C = shape[1], Kh = shape[2], Kw = shape[3], H = shape[4], W = shape[5]; \
+        int64_t ws = shape[6], sh = shape[7], sw = shape[8], ph = shape[9], pw = shape[10];         \
+        _Pragma("omp parallel for schedule(static) num_threads(threads) if (R * C * Kh * Kw > GRAIN)") \
+        for (int64_t r = 0; r < R; r++) {                                                           \
+            int64_t top = (position[r] / ws) * sh - ph, left = (position[r] % ws) * sw - pw;        \
+            int64_t b0 = left < 0 ? -left : 0, b1 = W - left < Kw ? W - left : Kw;                  \
+            int64_t base = image[r] * map_image;                                                    \
+            double total = 0;                                                                       \
+            for (int64_t c = 0; c < C; c++)                                                         \
+                for (int64_t a = 0; a < Kh; a++) {                                                  \
+                    const T *restrict p = P + ((r * C + c) * Kh + a) * Kw;                          \
+                    T *restrict o = out + ((r * C + c) * Kh + a) * Kw;                              \
+                    int64_t y = top + a;                                                            \
+                    if (y < 0 || y >= H || b1 <= b0) {                                              \
+                        for (int64_t b = 0; b < Kw; b++) o[b] = (T)0;                               \
+                        continue;                                                                   \
+                    }                                                                               \
+                    int64_t at = base + (c * H + y) * W + left;                                     \
+                    for (int64_t b = 0; b < b0; b++) o[b] = (T)0;                                   \
+                    _Pragma("omp simd reduction(+ : total)")                                        \
+                    for (int64_t b = b0; b < b1; b++) {                                             \
+                        T pi = p[b];                                                                \
+                        T negative = pi < (T)0 ? pi : (T)0;                                         \
+                        o[b] = pi > (T)0 ? pi * ls[at + b] : negative * us[at + b];                 \
+                        total += negative * ub[at + b];                                             \
+                    }                                                                               \
+                    for (int64_t b = b1; b < Kw; b++) o[b] = (T)0;                                  \
+                }                                                                                   \
+            bias[r] = (T)total;                                                                     \
+        }                                                                                           \
+    }                                                                                               \
+    void patches_bound_##SUFFIX(const T *restrict P, const T *restrict centre,                       \
+                                const T *restrict radius, int64_t map_image,                        \
+                                const int64_t *restrict image, const int64_t *restrict position,    \
+                                const int64_t *restrict shape, T *restrict out, int threads) {      \
+        int64_t R = shape[0], C = shape[1], Kh = shape[2], Kw = shape[3], H = shape[4], W = shape[5]; \
+        int64_t ws = shape[6], sh = shape[7], sw = shape[8], ph = shape[9], pw = shape[10];         \
+        _Pragma("omp parallel for schedule(static) num_threads(threads) if (R * C * Kh * Kw > GRAIN)") \
+        for (int64_t r = 0; r < R; r++) {                                                           \
+            int64_t top = (position[r] / ws) * sh - ph, left = (position[r] % ws) * sw - pw;        \
+            int64_t b0 = left < 0 ? -left : 0, b1 = W - left < Kw ? W - left : Kw;                  \
+            int64_t base = image[r] * map_image;                                                    \
+            double at_centre = 0, spread = 0;                                                       \
+            for (int64_t c = 0; c < C; c++)                                                         \
+                for (int64_t a = 0; a < Kh; a++) {                                                  \
+                    int64_t y = top + a;                                                            \
+                    if (y < 0 || y >= H) continue;                                                  \
+                    const T *restrict p = P + ((r * C + c) * Kh + a) * Kw;                          \
+                    int64_t at = base + (c * H + y) * W + left;                                     \
+                    _Pragma("omp simd reduction(+ : at_centre, spread)")                            \
+                    for (int64_t b = b0; b < b1; b++) {                                             \
+                        T pi = p[b];                                                                \
+                        at_centre += pi * centre[at + b];                                           \
+                        spread += (pi < (T)0 ? -pi : pi) * radius[at + b];                          \
+                    }                                                                               \
+                }                                                                                   \
+            out[r] = (T)(at_centre - spread);                                                       \
+        }                                                                                           \
+    }
+
+WINDOW_KERNELS(float, f32)
+WINDOW_KERNELS(double, f64)

@@ -272,3 +272,55 @@ def test_fused_rows_give_the_gradients_of_the_composed_ops(dtype, per_row):
     composed = grads(fused_rows._relaxed_aten, aten_bound)
     for a, b in zip(fused, composed, strict=True):
         torch.testing.assert_close(a, b)
+
+
+# window kernels (rows kept as patches)
+
+
+def windowed_rows(dtype, batch: int, stride: int, padding: int, seed: int = 0):
+    """Patches rows of two images over a 5 x 7 map, windows 4 x 3 on a strided grid whose windows reach
+    past the map on every side (their coefficients there zero, as `Patches` keeps them)."""
+    from daic.runtime.domains.coeffs import Patches
+
+    g = torch.Generator().manual_seed(seed)
+    grid, rows = (3, 4), 40
+    image = torch.randint(0, batch, (rows,), generator=g)
+    position = torch.randint(0, grid[0] * grid[1], (rows,), generator=g)
+    P = torch.randn((rows, 3, 4, 3), generator=g, dtype=dtype)
+    P.view(-1)[::5] = 0
+    outline = Patches(P, image, position, grid, (stride, stride), (padding, padding), (5, 7))
+    (inside,) = outline.unfold(P.new_ones((1, 1, 5, 7)))
+    return Patches(P * inside, image, position, grid, (stride, stride), (padding, padding), (5, 7)), g
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("batch,stride,padding", [(1, 1, 0), (2, 2, 1), (2, 1, 2)])
+@pytest.mark.parametrize("shared", [False, True])  # maps per image, or one broadcast map for all
+def test_window_kernels_agree_with_the_unfolded_windows(monkeypatch, dtype, batch, stride, padding, shared):
+    rows, g = windowed_rows(dtype, batch, stride, padding)
+    shape = (1, 3, 1, 7) if shared else (batch, 3, 5, 7)  # a shared map may also broadcast over rows
+    ls, us, ub, centre, radius = (torch.rand(shape, generator=g, dtype=dtype) for _ in range(5))
+    fused_moved, fused_bias = rows.relaxed(ls, us, ub)
+    fused_bound = rows.bound(centre, radius)
+    whole = (m.expand(-1, -1, 5, 7).contiguous() for m in (ls, us, ub))
+    layout = (rows.image, rows.position, 4, rows.stride, rows.padding)
+    assert native.patches_relaxed(rows.P, *whole, *layout) is not None  # the kernel, not the composed ops
+    monkeypatch.setattr(native, "has", lambda name, like: False)  # the composed ops: windows unfolded
+    moved, bias = rows.relaxed(ls, us, ub)
+    torch.testing.assert_close(fused_moved.P, moved.P)  # the composed ops write A+ ls + A- us otherwise
+    torch.testing.assert_close(fused_bias, bias)
+    torch.testing.assert_close(fused_bound, rows.bound(centre, radius))
+    assert fused_bias.shape == fused_bound.shape == (40, 1)
+
+
+def test_window_kernels_step_aside_for_gradients_and_odd_layouts():
+    rows, g = windowed_rows(torch.float64, 2, 1, 1)
+    maps = [torch.rand((2, 3, 5, 7), generator=g, dtype=torch.float64) for _ in range(3)]
+    layout = (rows.image, rows.position, 4, rows.stride, rows.padding)
+    assert native.patches_relaxed(rows.P.requires_grad_(), *maps, *layout) is None  # a gradient to keep
+    with torch.no_grad():
+        assert native.patches_relaxed(rows.P, *maps, *layout) is not None
+        assert native.patches_bound(rows.P, maps[0], maps[1].transpose(2, 3).contiguous(), *layout) is None
+        assert native.patches_bound(rows.P, maps[0], maps[1][:, :2], *layout) is None  # channels unlike
+        half = [m.half() for m in maps]
+        assert native.patches_relaxed(rows.P.detach().half(), *half, *layout) is None
