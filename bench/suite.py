@@ -561,13 +561,14 @@ def trained_cases(
     cases = []
     for text in given:
         parts = text.split(",")
-        if len(parts) != 3 or not all(Path(p).is_file() for p in parts[:2]):
-            parser.error(f"--crown-trained: NET,CHECKPOINT,EPS with both files present, got {text!r}")
+        if len(parts) not in (3, 4) or not all(Path(p).is_file() for p in parts[:2]):
+            parser.error(f"--crown-trained: NET,CHECKPOINT,EPS[,IMAGES], both files present; got {text!r}")
         try:
             eps = float(parts[2])
+            count = int(parts[3]) if len(parts) == 4 else images
         except ValueError:
-            parser.error(f"--crown-trained: EPS is not a number in {text!r}")
-        cases.append(C.trained_case(parts[0], parts[1], eps, data, images))
+            parser.error(f"--crown-trained: EPS or IMAGES is not a number in {text!r}")
+        cases.append(C.trained_case(parts[0], parts[1], eps, data, count))
     return cases
 
 
@@ -600,8 +601,9 @@ def main() -> None:
     parser.add_argument("--paper-images", type=int, help="images per timed epoch (GPU 10000, CPU 100)")
     parser.add_argument("--paper-hbox-images", type=int, help="images certified (GPU 1000, CPU 4)")
     parser.add_argument(
-        "--crown-trained", action="append", default=[], metavar="NET,CHECKPOINT,EPS",
-        help="a `daic run` checkpoint of an MNIST network to certify at EPS (repeatable; needs --crown-data)",
+        "--crown-trained", action="append", default=[], metavar="NET,CHECKPOINT,EPS[,IMAGES]",
+        help="a `daic run` checkpoint of an MNIST network to certify at EPS on its first IMAGES test images"
+        " (default --crown-images; repeatable; needs --crown-data)",
     )  # fmt: skip
     parser.add_argument("--crown-data", help="the MNIST folder whose test images --crown-trained certifies")
     parser.add_argument(
