@@ -294,6 +294,7 @@ def _window_arguments(
         if index.dtype != torch.int64 or index.device != P.device or not index.is_contiguous():
             return None
     _, c, h, w = first.shape
+    # CPU: the kernel reads the shapes through a host pointer, as it reads the CPU tensors it walks
     shape = torch.tensor([P.shape[0], c, P.shape[2], P.shape[3], h, w, grid_width, *stride, *padding])
     map_image = c * h * w if first.shape[0] > 1 else 0
     arguments = [_pointer(P), *(_pointer(m) for m in maps), map_image, _pointer(image), _pointer(position)]
