@@ -315,17 +315,10 @@ def patches_relaxed(
     """Rows kept as windows (``P``, ``(R, C, Kh, Kw)``; see `coeffs.Patches`) through the relaxation whose
     ``(ls, us, ub)`` maps are ``(B or 1, C, H, W)``: ``(P+ ls + P- us, sum P- ub)`` over each row's window,
     the constant ``(R, 1)``; None where the kernel does not apply."""
-    kernel = _function("patches_relaxed", P, "linear_kernels")
     maps = (lower_slope, upper_slope, upper_bias)
-    walked = (
-        None if kernel is None else _window_arguments(P, maps, image, position, grid_width, stride, padding)
-    )
-    if walked is None:
-        return None
-    arguments, _shape = walked
-    out, bias = torch.empty_like(P), P.new_empty((P.shape[0], 1))
-    kernel(*arguments, _pointer(out), _pointer(bias), torch.get_num_threads())
-    return out, bias
+    outputs = (torch.empty_like(P), P.new_empty((P.shape[0], 1)))
+    ran = _run_windows("patches_relaxed", P, maps, (image, position, grid_width, stride, padding), outputs)
+    return outputs if ran else None
 
 
 def patches_bound(
@@ -340,14 +333,21 @@ def patches_bound(
 ) -> Tensor | None:
     """``(R, 1)``: the least value of each windowed row over the box ``centre +- radius`` (maps ``(B or 1,
     C, H, W)``); None where the kernel does not apply."""
-    kernel = _function("patches_bound", P, "linear_kernels")
-    maps = (centre, radius)
-    walked = (
-        None if kernel is None else _window_arguments(P, maps, image, position, grid_width, stride, padding)
-    )
-    if walked is None:
-        return None
-    arguments, _shape = walked
     out = P.new_empty((P.shape[0], 1))
-    kernel(*arguments, _pointer(out), torch.get_num_threads())
-    return out
+    ran = _run_windows(
+        "patches_bound", P, (centre, radius), (image, position, grid_width, stride, padding), (out,)
+    )
+    return out if ran else None
+
+
+def _run_windows(
+    name: str, P: Tensor, maps: tuple[Tensor, ...], layout: tuple, outputs: tuple[Tensor, ...]
+) -> bool:
+    """Runs the window kernel `name` into `outputs`; False (nothing written) where it does not apply."""
+    kernel = _function(name, P, "linear_kernels")
+    walked = None if kernel is None else _window_arguments(P, maps, *layout)
+    if walked is None:
+        return False
+    arguments, _shape = walked  # the shapes' tensor stays alive through the call
+    kernel(*arguments, *(_pointer(t) for t in outputs), torch.get_num_threads())
+    return True

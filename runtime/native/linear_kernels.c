@@ -155,37 +155,58 @@ LINEAR_BACKWARD(double, f64)
  * contiguous (map_image H * W * C, or 0 when shared), where the composed ops first copy each row's window
  * out of them (an index_select as large as P per map). Outside the map the maps count as zero, as the
  * windows' coefficients there are. */
+typedef struct {
+    int64_t R, C, Kh, Kw, H, W, ws, sh, sw, ph, pw;
+} Windows;
+
+typedef struct {
+    int64_t top, left, first, end; /* the window's corner in the map; its columns inside: [first, end) */
+} Window;
+
+static inline Windows windows_of(const int64_t *s) {
+    Windows w = {s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], s[9], s[10]};
+    return w;
+}
+
+static inline Window window_at(const Windows *w, int64_t position) {
+    Window at;
+    at.top = (position / w->ws) * w->sh - w->ph;
+    at.left = (position % w->ws) * w->sw - w->pw;
+    at.first = at.left < 0 ? -at.left : 0;
+    at.end = w->W - at.left < w->Kw ? w->W - at.left : w->Kw;
+    return at;
+}
+
 #define WINDOW_KERNELS(T, SUFFIX)                                                                   \
     void patches_relaxed_##SUFFIX(const T *restrict P, const T *restrict ls, const T *restrict us,   \
                                   const T *restrict ub, int64_t map_image,                          \
                                   const int64_t *restrict image, const int64_t *restrict position,  \
                                   const int64_t *restrict shape, T *restrict out, T *restrict bias, \
                                   int threads) {                                                    \
-        int64_t R = shape[0], C = shape[1], Kh = shape[2], Kw = shape[3], H = shape[4], W = shape[5]; \
-        int64_t ws = shape[6], sh = shape[7], sw = shape[8], ph = shape[9], pw = shape[10];         \
-        _Pragma("omp parallel for schedule(static) num_threads(threads) if (R * C * Kh * Kw > GRAIN)") \
-        for (int64_t r = 0; r < R; r++) {                                                           \
-            int64_t top = (position[r] / ws) * sh - ph, left = (position[r] % ws) * sw - pw;        \
-            int64_t b0 = left < 0 ? -left : 0, b1 = W - left < Kw ? W - left : Kw;                  \
-            int64_t base = image[r] * map_image;                                                    \
+        Windows w = windows_of(shape);                                                              \
+        int64_t C = w.C, Kh = w.Kh, Kw = w.Kw, H = w.H, W = w.W;                                    \
+        _Pragma("omp parallel for schedule(static) num_threads(threads) if (w.R * C * Kh * Kw > GRAIN)") \
+        for (int64_t r = 0; r < w.R; r++) {                                                         \
+            Window at = window_at(&w, position[r]);                                                 \
+            int64_t b0 = at.first, b1 = at.end, base = image[r] * map_image;                        \
             double total = 0;                                                                       \
             for (int64_t c = 0; c < C; c++)                                                         \
                 for (int64_t a = 0; a < Kh; a++) {                                                  \
                     const T *restrict p = P + ((r * C + c) * Kh + a) * Kw;                          \
                     T *restrict o = out + ((r * C + c) * Kh + a) * Kw;                              \
-                    int64_t y = top + a;                                                            \
+                    int64_t y = at.top + a;                                                         \
                     if (y < 0 || y >= H || b1 <= b0) {                                              \
                         for (int64_t b = 0; b < Kw; b++) o[b] = (T)0;                               \
                         continue;                                                                   \
                     }                                                                               \
-                    int64_t at = base + (c * H + y) * W + left;                                     \
+                    int64_t m = base + (c * H + y) * W + at.left;                                   \
                     for (int64_t b = 0; b < b0; b++) o[b] = (T)0;                                   \
                     _Pragma("omp simd reduction(+ : total)")                                        \
                     for (int64_t b = b0; b < b1; b++) {                                             \
                         T pi = p[b];                                                                \
                         T negative = pi < (T)0 ? pi : (T)0;                                         \
-                        o[b] = pi > (T)0 ? pi * ls[at + b] : negative * us[at + b];                 \
-                        total += negative * ub[at + b];                                             \
+                        o[b] = pi > (T)0 ? pi * ls[m + b] : negative * us[m + b];                   \
+                        total += negative * ub[m + b];                                              \
                     }                                                                               \
                     for (int64_t b = b1; b < Kw; b++) o[b] = (T)0;                                  \
                 }                                                                                   \
@@ -196,25 +217,24 @@ LINEAR_BACKWARD(double, f64)
                                 const T *restrict radius, int64_t map_image,                        \
                                 const int64_t *restrict image, const int64_t *restrict position,    \
                                 const int64_t *restrict shape, T *restrict out, int threads) {      \
-        int64_t R = shape[0], C = shape[1], Kh = shape[2], Kw = shape[3], H = shape[4], W = shape[5]; \
-        int64_t ws = shape[6], sh = shape[7], sw = shape[8], ph = shape[9], pw = shape[10];         \
-        _Pragma("omp parallel for schedule(static) num_threads(threads) if (R * C * Kh * Kw > GRAIN)") \
-        for (int64_t r = 0; r < R; r++) {                                                           \
-            int64_t top = (position[r] / ws) * sh - ph, left = (position[r] % ws) * sw - pw;        \
-            int64_t b0 = left < 0 ? -left : 0, b1 = W - left < Kw ? W - left : Kw;                  \
+        Windows w = windows_of(shape);                                                              \
+        int64_t C = w.C, Kh = w.Kh, Kw = w.Kw, H = w.H, W = w.W;                                    \
+        _Pragma("omp parallel for schedule(static) num_threads(threads) if (w.R * C * Kh * Kw > GRAIN)") \
+        for (int64_t r = 0; r < w.R; r++) {                                                         \
+            Window at = window_at(&w, position[r]);                                                 \
             int64_t base = image[r] * map_image;                                                    \
             double at_centre = 0, spread = 0;                                                       \
             for (int64_t c = 0; c < C; c++)                                                         \
                 for (int64_t a = 0; a < Kh; a++) {                                                  \
-                    int64_t y = top + a;                                                            \
+                    int64_t y = at.top + a;                                                         \
                     if (y < 0 || y >= H) continue;                                                  \
                     const T *restrict p = P + ((r * C + c) * Kh + a) * Kw;                          \
-                    int64_t at = base + (c * H + y) * W + left;                                     \
+                    int64_t m = base + (c * H + y) * W + at.left;                                   \
                     _Pragma("omp simd reduction(+ : at_centre, spread)")                            \
-                    for (int64_t b = b0; b < b1; b++) {                                             \
+                    for (int64_t b = at.first; b < at.end; b++) {                                   \
                         T pi = p[b];                                                                \
-                        at_centre += pi * centre[at + b];                                           \
-                        spread += (pi < (T)0 ? -pi : pi) * radius[at + b];                          \
+                        at_centre += pi * centre[m + b];                                            \
+                        spread += (pi < (T)0 ? -pi : pi) * radius[m + b];                           \
                     }                                                                               \
                 }                                                                                   \
             out[r] = (T)(at_centre - spread);                                                       \
