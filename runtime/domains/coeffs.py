@@ -317,23 +317,11 @@ class Patches:
         return m if m.shape[0] == 1 else m.index_select(0, self.image)
 
     def bound(self, center: Tensor, radius: Tensor) -> Tensor:
-        fused = self._in_place(native.patches_bound, center, radius)
+        fused = native.patches_bound(self, center, radius)
         if fused is not None:
             return fused
         c, r = self.unfold(center, radius)
         return _row_dot(self.P, c) - _row_dot(self.P.abs(), r)
-
-    def _in_place(self, kernel, *maps: Tensor):
-        """`kernel` (a window kernel of `native`) on the rows and the maps read in place, or None where it
-        does not apply. The maps are handed over whole, ``(B or 1, C, H, W)`` contiguous: a broadcast one
-        is made whole, a copy as large as a map where the windows would be as large as the rows."""
-        if not native.has(kernel.__name__, self.P):
-            return None
-        if torch.is_grad_enabled() and any(t.requires_grad for t in (self.P, *maps)):
-            return None
-        batch = max(m.shape[0] for m in maps)
-        whole = (m.expand(batch, m.shape[1], *self.map_hw).contiguous() for m in maps)
-        return kernel(self.P, *whole, self.image, self.position, self.grid[1], self.stride, self.padding)
 
     def per_row(self, m: Tensor) -> Tensor:
         """A neuron map ``(B, C, H, W)`` as each row's window of its image, ``(R, C, Kh, Kw)`` (false or 0
@@ -349,7 +337,7 @@ class Patches:
         if per_row:
             ls, (us, ub) = lower_slope, self.unfold(upper_slope, upper_bias)
         else:
-            fused = self._in_place(native.patches_relaxed, lower_slope, upper_slope, upper_bias)
+            fused = native.patches_relaxed(self, lower_slope, upper_slope, upper_bias)
             if fused is not None:
                 return self._like(fused[0]), fused[1]
             ls, us, ub = self.unfold(lower_slope, upper_slope, upper_bias)

@@ -15,6 +15,7 @@ ones the same up to the order of a sum (tests/runtime/domains/test_native.py).
 from __future__ import annotations
 
 import ctypes
+from typing import Protocol
 
 import torch
 from torch import Tensor
@@ -269,85 +270,67 @@ def bound_backward(A: Tensor, center: Tensor, radius: Tensor, grad: Tensor) -> T
     return out
 
 
-def _window_arguments(
-    P: Tensor,
-    maps: tuple[Tensor, ...],
-    image: Tensor,
-    position: Tensor,
-    grid_width: int,
-    stride: tuple[int, int],
-    padding: tuple[int, int],
-) -> tuple[list, Tensor] | None:
-    """The arguments the window kernels share, in their order (P, the maps, the maps' image stride, the
-    rows' images and positions, the shapes), and the shapes' tensor (alive until the call); None where
-    the kernels cannot walk the tensors (a gradient to keep, another dtype or device, a map not
-    ``(B or 1, C, H, W)`` contiguous, maps unlike each other)."""
-    if P.dim() != 4 or P.numel() == 0 or _needs_grad(P, *maps) or not P.is_contiguous():
-        return None
-    first = maps[0]
-    if first.dim() != 4 or first.shape[1] != P.shape[1]:
-        return None
-    for m in maps:
-        if (m.shape, m.dtype, m.device) != (first.shape, P.dtype, P.device) or not m.is_contiguous():
-            return None
-    for index in (image, position):
-        if index.dtype != torch.int64 or index.device != P.device or not index.is_contiguous():
-            return None
-    _, c, h, w = first.shape
-    # CPU: the kernel reads the shapes through a host pointer, as it reads the CPU tensors it walks
-    shape = torch.tensor([P.shape[0], c, P.shape[2], P.shape[3], h, w, grid_width, *stride, *padding])
-    map_image = c * h * w if first.shape[0] > 1 else 0
-    arguments = [_pointer(P), *(_pointer(m) for m in maps), map_image, _pointer(image), _pointer(position)]
-    return [*arguments, _pointer(shape)], shape
+class WindowedRows(Protocol):
+    """Rows kept as windows of a map (`coeffs.Patches`): what the window kernels read of them."""
+
+    P: Tensor
+    image: Tensor
+    position: Tensor
+    grid: tuple[int, int]
+    stride: tuple[int, int]
+    padding: tuple[int, int]
+    map_hw: tuple[int, int]
 
 
 def patches_relaxed(
-    P: Tensor,
-    lower_slope: Tensor,
-    upper_slope: Tensor,
-    upper_bias: Tensor,
-    image: Tensor,
-    position: Tensor,
-    grid_width: int,
-    stride: tuple[int, int],
-    padding: tuple[int, int],
+    rows: WindowedRows, lower_slope: Tensor, upper_slope: Tensor, upper_bias: Tensor
 ) -> tuple[Tensor, Tensor] | None:
-    """Rows kept as windows (``P``, ``(R, C, Kh, Kw)``; see `coeffs.Patches`) through the relaxation whose
-    ``(ls, us, ub)`` maps are ``(B or 1, C, H, W)``: ``(P+ ls + P- us, sum P- ub)`` over each row's window,
-    the constant ``(R, 1)``; None where the kernel does not apply."""
-    maps = (lower_slope, upper_slope, upper_bias)
+    """The windowed rows through the relaxation ``ls x <= f(x) <= us x + ub`` (maps ``(B or 1, C, H, W)`` or
+    broadcast over H and W): ``(P+ ls + P- us, sum P- ub)`` over each row's window, the constant
+    ``(R, 1)``; None where the kernel does not apply."""
+    P = rows.P
     outputs = (torch.empty_like(P), P.new_empty((P.shape[0], 1)))
-    ran = _run_windows("patches_relaxed", P, maps, (image, position, grid_width, stride, padding), outputs)
+    ran = _run_windows("patches_relaxed", rows, (lower_slope, upper_slope, upper_bias), outputs)
     return outputs if ran else None
 
 
-def patches_bound(
-    P: Tensor,
-    centre: Tensor,
-    radius: Tensor,
-    image: Tensor,
-    position: Tensor,
-    grid_width: int,
-    stride: tuple[int, int],
-    padding: tuple[int, int],
-) -> Tensor | None:
-    """``(R, 1)``: the least value of each windowed row over the box ``centre +- radius`` (maps ``(B or 1,
-    C, H, W)``); None where the kernel does not apply."""
-    out = P.new_empty((P.shape[0], 1))
-    ran = _run_windows(
-        "patches_bound", P, (centre, radius), (image, position, grid_width, stride, padding), (out,)
-    )
-    return out if ran else None
+def patches_bound(rows: WindowedRows, centre: Tensor, radius: Tensor) -> Tensor | None:
+    """``(R, 1)``: the least value of each windowed row over the box ``centre +- radius`` (maps as
+    `patches_relaxed`'s); None where the kernel does not apply."""
+    out = rows.P.new_empty((rows.P.shape[0], 1))
+    return out if _run_windows("patches_bound", rows, (centre, radius), (out,)) else None
 
 
 def _run_windows(
-    name: str, P: Tensor, maps: tuple[Tensor, ...], layout: tuple, outputs: tuple[Tensor, ...]
+    name: str, rows: WindowedRows, maps: tuple[Tensor, ...], outputs: tuple[Tensor, ...]
 ) -> bool:
-    """Runs the window kernel `name` into `outputs`; False (nothing written) where it does not apply."""
+    """Runs the window kernel `name` into `outputs`; False (nothing written) where it does not apply: a
+    gradient to keep, another dtype or device, rows not contiguous, maps of other channels. The maps are
+    handed over whole and contiguous: a broadcast one is copied, a map's size where the composed ops
+    would copy a window's for every row."""
+    P = rows.P
     kernel = _function(name, P, "linear_kernels")
-    walked = None if kernel is None else _window_arguments(P, maps, *layout)
-    if walked is None:
+    if kernel is None or P.dim() != 4 or P.numel() == 0 or not P.is_contiguous() or _needs_grad(P, *maps):
         return False
-    arguments, _shape = walked  # the shapes' tensor stays alive through the call
-    kernel(*arguments, *(_pointer(t) for t in outputs), torch.get_num_threads())
+    if any(
+        m.dim() != 4 or m.shape[1] != P.shape[1] or (m.dtype, m.device) != (P.dtype, P.device) for m in maps
+    ):
+        return False
+    if any(m.shape[2] not in (1, rows.map_hw[0]) or m.shape[3] not in (1, rows.map_hw[1]) for m in maps):
+        return False
+    if any(i.dtype != torch.int64 or i.device != P.device for i in (rows.image, rows.position)):
+        return False
+    batch = max(m.shape[0] for m in maps)
+    whole = [m.expand(batch, m.shape[1], *rows.map_hw).contiguous() for m in maps]
+    image, position = rows.image.contiguous(), rows.position.contiguous()
+    c, (h, w) = P.shape[1], rows.map_hw
+    # CPU: the kernel reads the shapes through a host pointer, as it reads the CPU tensors it walks
+    shape = torch.tensor(
+        [P.shape[0], c, P.shape[2], P.shape[3], h, w, rows.grid[1], *rows.stride, *rows.padding]
+    )
+    map_image = c * h * w if batch > 1 else 0
+    pointers = (
+        [_pointer(t) for t in (P, *whole)] + [map_image] + [_pointer(t) for t in (image, position, shape)]
+    )
+    kernel(*pointers, *(_pointer(t) for t in outputs), torch.get_num_threads())
     return True

@@ -3,6 +3,8 @@ clean fallback (with its reason) where they cannot be built."""
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 
@@ -302,9 +304,7 @@ def test_window_kernels_agree_with_the_unfolded_windows(monkeypatch, dtype, batc
     ls, us, ub, centre, radius = (torch.rand(shape, generator=g, dtype=dtype) for _ in range(5))
     fused_moved, fused_bias = rows.relaxed(ls, us, ub)
     fused_bound = rows.bound(centre, radius)
-    whole = (m.expand(-1, -1, 5, 7).contiguous() for m in (ls, us, ub))
-    layout = (rows.image, rows.position, 4, rows.stride, rows.padding)
-    assert native.patches_relaxed(rows.P, *whole, *layout) is not None  # the kernel, not the composed ops
+    assert native.patches_relaxed(rows, ls, us, ub) is not None  # the kernel, not the composed ops
     monkeypatch.setattr(native, "has", lambda name, like: False)  # the composed ops: windows unfolded
     moved, bias = rows.relaxed(ls, us, ub)
     torch.testing.assert_close(fused_moved.P, moved.P)  # the composed ops write A+ ls + A- us otherwise
@@ -316,11 +316,14 @@ def test_window_kernels_agree_with_the_unfolded_windows(monkeypatch, dtype, batc
 def test_window_kernels_step_aside_for_gradients_and_odd_layouts():
     rows, g = windowed_rows(torch.float64, 2, 1, 1)
     maps = [torch.rand((2, 3, 5, 7), generator=g, dtype=torch.float64) for _ in range(3)]
-    layout = (rows.image, rows.position, 4, rows.stride, rows.padding)
-    assert native.patches_relaxed(rows.P.requires_grad_(), *maps, *layout) is None  # a gradient to keep
+    sloped = copy.copy(rows)
+    sloped.P = rows.P.clone().requires_grad_()
+    assert native.patches_relaxed(sloped, *maps) is None  # a gradient to keep
     with torch.no_grad():
-        assert native.patches_relaxed(rows.P, *maps, *layout) is not None
-        assert native.patches_bound(rows.P, maps[0], maps[1].transpose(2, 3).contiguous(), *layout) is None
-        assert native.patches_bound(rows.P, maps[0], maps[1][:, :2], *layout) is None  # channels unlike
-        half = [m.half() for m in maps]
-        assert native.patches_relaxed(rows.P.detach().half(), *half, *layout) is None
+        assert native.patches_relaxed(rows, *maps) is not None
+        assert native.patches_bound(rows, maps[0], maps[1].transpose(2, 3).contiguous()) is None
+        assert native.patches_bound(rows, maps[0], maps[1].long()) is None  # a map of another dtype
+        assert native.patches_bound(rows, maps[0], maps[1][:, :2]) is None  # channels unlike
+        half = copy.copy(rows)
+        half.P = rows.P.half()
+        assert native.patches_relaxed(half, *(m.half() for m in maps)) is None
