@@ -572,7 +572,13 @@ def trained_cases(
     return cases
 
 
-def main() -> None:
+def names(text: str) -> list[str]:
+    """A comma-separated option's items."""
+    return [item for item in text.split(",") if item]
+
+
+def arguments() -> argparse.ArgumentParser:
+    """The suite's options (`--help`)."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -621,30 +627,39 @@ def main() -> None:
     parser.add_argument("--ddp-child", help=argparse.SUPPRESS)
     parser.add_argument("--crown-peak-child", help=argparse.SUPPRESS)
     parser.add_argument("--hbox-peak-child", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    peers = peers_here(args.no_lirpa)
-    peer = peers["auto_LiRPA"]
+    return parser
+
+
+def run_child(args: argparse.Namespace) -> bool:
+    """The measurement a child process was started for, if it was one (True then)."""
     if args.peak_child:
         name, method = args.peak_child.split(":")
-        return peak_child(name, method, torch.device(args.device))
+        peak_child(name, method, torch.device(args.device))
+        return True
     if args.hbox_peak_child:
         name, images = args.hbox_peak_child.split(":")
         torch.set_num_threads(int(os.environ.get("BENCH_THREADS", "1")))
-        return print(json.dumps(W.hbox_peak(name, int(images), torch.device(args.device))))
+        print(json.dumps(W.hbox_peak(name, int(images), torch.device(args.device))))
+        return True
     if args.ddp_child:
-        return ddp_child(args.ddp_child, args.ddp_steps)
+        ddp_child(args.ddp_child, args.ddp_steps)
+        return True
     if args.crown_peak_child:
         torch.set_num_threads(int(os.environ.get("BENCH_THREADS", "1")))
         start = time.perf_counter()
         peak_bytes = C.crown_peak_child(args.crown_peak_child, CROWN_EPS)
         print(json.dumps({"peak_bytes": peak_bytes, "seconds": time.perf_counter() - start}))
-        return
+        return True
+    return False
+
+
+def checked(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[set[str], torch.device]:
+    """The sections to run and the device, every option checked first (a mistake is one message)."""
     on_gpu = args.device.startswith("cuda")
     sections = set((args.sections or ",".join(SECTIONS if on_gpu else CPU_SECTIONS)).split(","))
     unknown = sections - set(SECTIONS)
     if unknown:
         parser.error(f"unknown sections {sorted(unknown)}; choose from {', '.join(SECTIONS)}")
-    split = lambda text: [item for item in text.split(",") if item]  # noqa: E731
     for option in (
         "nets",
         "method_nets",
@@ -654,11 +669,11 @@ def main() -> None:
         "crown_nets",
         "trainer_nets",
     ):
-        unknown = set(split(getattr(args, option))) - set(W.WORKLOADS)
+        unknown = set(names(getattr(args, option))) - set(W.WORKLOADS)
         if unknown:
             flag = "--" + option.replace("_", "-")
             parser.error(f"{flag}: unknown networks {sorted(unknown)}; choose from {', '.join(W.WORKLOADS)}")
-    unknown = set(split(args.paper_runs)) - set(paper.PAPER_RUNS)
+    unknown = set(names(args.paper_runs)) - set(paper.PAPER_RUNS)
     if unknown:
         known = ", ".join(paper.PAPER_RUNS)
         parser.error(f"--paper-runs: unknown runs {sorted(unknown)}; choose from {known}")
@@ -669,7 +684,7 @@ def main() -> None:
         elif value < least:
             parser.error(f"--{option.replace('_', '-')}: too few images: {value}")
     for option in ("batches", "ks"):
-        if not all(item.isdigit() for item in split(getattr(args, option))):
+        if not all(item.isdigit() for item in names(getattr(args, option))):
             parser.error(
                 f"--{option}: a comma-separated list of whole numbers, got {getattr(args, option)!r}"
             )
@@ -683,39 +698,50 @@ def main() -> None:
         parser.error(f"--device {args.device}: the suite measures on cpu or cuda")
     if device.type == "cpu":
         W.reexec_with_malloc_tuning()  # after the checks, so that a mistake is reported once
+    return sections, device
+
+
+def main() -> None:
+    parser = arguments()
+    args = parser.parse_args()
+    if run_child(args):
+        return
+    sections, device = checked(parser, args)
+    peers = peers_here(args.no_lirpa)
+    peer = peers["auto_LiRPA"]
     torch.set_num_threads(args.threads)
     describe(device, args.threads, peers)
     if "main" in sections:
-        main_section(split(args.nets), device, args.reps, args.crown_reps, args.threads, peer)
+        main_section(names(args.nets), device, args.reps, args.crown_reps, args.threads, peer)
     if "trainer" in sections:
-        trainer_section(split(args.trainer_nets), device, args.trainer_batches, args.trainer_reps,
+        trainer_section(names(args.trainer_nets), device, args.trainer_batches, args.trainer_reps,
                         peers["CTRAIN"])  # fmt: skip
     if "methods" in sections:
-        methods_section(split(args.method_nets), device, args.method_reps)
+        methods_section(names(args.method_nets), device, args.method_reps)
     if "hbox" in sections:
-        hbox_section(split(args.hbox_nets), device, args.hbox_images, args.hbox_reps,
-                     split(args.hbox_peak_nets), args.hbox_peak_images, args.threads)  # fmt: skip
+        hbox_section(names(args.hbox_nets), device, args.hbox_images, args.hbox_reps,
+                     names(args.hbox_peak_nets), args.hbox_peak_images, args.threads)  # fmt: skip
     if "crown" in sections:
         crown_section(
-            split(args.crown_nets),
+            names(args.crown_nets),
             args.crown_images,
             args.crown_reps,
             peer,
             args.crown_peak_net,
             args.crown_train_epochs,
             trained_cases(parser, args.crown_trained, args.crown_data, args.crown_images),
-            split(args.crown_no_alpha),
+            names(args.crown_no_alpha),
         )
     if "processes" in sections:
-        processes_section(split(args.ddp_nets), device, args.threads, args.ddp_steps)
+        processes_section(names(args.ddp_nets), device, args.threads, args.ddp_steps)
     if "paper" in sections:
-        paper_section(split(args.paper_runs), device, args.paper_images, args.paper_hbox_images)
+        paper_section(names(args.paper_runs), device, args.paper_images, args.paper_hbox_images)
     if "scaling" in sections:
         scaling_section(
             device,
             max(3, args.reps // 2),
-            [int(b) for b in split(args.batches)],
-            [int(k) for k in split(args.ks)],
+            [int(b) for b in names(args.batches)],
+            [int(k) for k in names(args.ks)],
         )
 
 
