@@ -193,9 +193,8 @@ def verify_vnnlib(
 ) -> dict[str, Any]:
     """One VNN-LIB property on a network (an `.onnx` file, or a `.net` file with `weights`), as `daic
     verify --vnnlib` answers it: a dict with ``result`` (unsat, sat, timeout, unknown), ``status``,
-    ``domain``, ``margin``, ``seconds`` and, for sat, the ``witness`` (``X`` and ``Y``)."""
-    import math
-
+    ``domain``, ``margin``, ``seconds`` and, for sat, the ``witness`` (``X`` and ``Y``) and who ``checked``
+    it; for timeout and unknown the ``reason``."""
     import torch
 
     from daic.compiler.commands.properties import Instance, Networks, decide, default_domains
@@ -204,7 +203,7 @@ def verify_vnnlib(
     certifier = _raising(
         Networks(None if weights is None else str(weights), torch.device("cpu")).get, str(network)
     )
-    chosen = domains if domains is not None else default_domains(math.prod(certifier.input_shape))
+    chosen = domains if domains is not None else default_domains(certifier)
     instance = Instance(str(network), Path(prop), float(timeout))
     return _raising(decide, instance, _raising(read_property, prop), certifier, _cascade(chosen, True), 0)
 

@@ -700,7 +700,10 @@ def _verify_properties(ctx: click.Context, options: dict, group: Group) -> None:
     display.close()
     if group.is_main:
         print_properties(summary, rows, out, options["output_format"])
-    _leave(group, 0)
+        if summary["errors"]:
+            click.echo(f"daic: {summary['errors']} of the instances could not be decided: see `message` "
+                       f"in {out}", err=True)  # fmt: skip
+    _leave(group, 1 if summary["errors"] else 0)
 
 
 @main.command()

@@ -28,21 +28,31 @@ from daic.compiler.exchange.vnnlib_in import Property, PropertyError, Region, re
 if TYPE_CHECKING:
     from torch import Tensor
 
+    from daic.compiler.commands.property_witnesses import Float32Network
     from daic.runtime.training.distributed import Group
 
-ANSWERS = {"verified": "unsat", "falsified": "sat", "unknown": "unknown", "error": "unknown"}
+ANSWERS = {"verified": "unsat", "falsified": "sat", "unknown": "unknown", "error": "error"}
 FEW_INPUTS = 32
 """Networks of at most this many inputs are searched by splitting their input box (InputSplit), others by
 splitting ReLUs (BranchAndBound), unless --domain says otherwise."""
 
 
-def default_domains(inputs: int) -> tuple[str, ...]:
-    """The cascade after the attack when --domain is not given, for a network of `inputs` inputs. Before
-    branch and bound no CROWN step: its root's first bound is CROWN's and more (the intervals' and the
-    hybrid zonotope's intersected, alpha-CROWN's first steps), and a separate CROWN pass costs as much
-    again where it is slow (21 s of a 20 s limit on an MNIST CNN7)."""
-    if inputs <= FEW_INPUTS:
+CHEAP_CROWN = 10_000
+"""Networks of at most this many ReLU neurons get a CROWN step before branch and bound: its pass costs a
+fraction of a second there (an MNIST ConvSmall's 3,604: an easy property unsat by CROWN in 1.45 s, where
+branch and bound's root and attack took 13.3 s), while on larger ones it costs as much as the search's
+root, which bounds by CROWN first anyway (an MNIST CNN7: 21 s of a 20 s limit)."""
+
+
+def default_domains(certifier: Certifier) -> tuple[str, ...]:
+    """The cascade after the attack when --domain is not given: the input box split for a network of few
+    inputs, else ReLUs, with a CROWN step first where it is cheap (`CHEAP_CROWN`)."""
+    from daic.runtime.certification.verification import relu_neurons
+
+    if math.prod(certifier.input_shape) <= FEW_INPUTS:
         return ("Box", "CROWN", "InputSplit")
+    if relu_neurons(certifier.model, certifier.input_shape) <= CHEAP_CROWN:
+        return ("Box", "CROWN", "BranchAndBound")
     return ("Box", "BranchAndBound")
 
 
@@ -101,13 +111,15 @@ def _from_csv(path: Path) -> list[Instance]:
 
 @dataclass
 class Certifier:
-    """A network ready to certify properties on: the float64 module, its input's shape, its outputs."""
+    """A network ready to certify properties on: the float64 module, its input's shape, its outputs, and
+    the network as a witness's checker runs it (`float32`)."""
 
     model: Any
     input_shape: tuple[int, ...]
     outputs: int
     relu: str
     identity: dict[str, Any]
+    float32: Float32Network
 
 
 @dataclass
@@ -116,12 +128,20 @@ class Networks:
 
     weights: str | None
     device: Any
-    loaded: dict[str, Certifier] = field(default_factory=dict)
+    loaded: dict[str, Certifier | CommandError] = field(default_factory=dict)
 
     def get(self, net: str) -> Certifier:
+        """The network at `net`, loaded at its first request; one that cannot be loaded raises the same
+        `CommandError` at every request."""
         if net not in self.loaded:
-            self.loaded[net] = self._load(net)
-        return self.loaded[net]
+            try:
+                self.loaded[net] = self._load(net)
+            except CommandError as exc:
+                self.loaded[net] = exc
+        found = self.loaded[net]
+        if isinstance(found, CommandError):
+            raise found
+        return found
 
     def _load(self, net: str) -> Certifier:
         import torch
@@ -142,12 +162,15 @@ class Networks:
             model, state, network = load_without_data(net, self.weights)
             shape, relu = network.input_shape, state.get("relu", "hybrid")
             identity = {"net": str(Path(net).resolve()), "weights_sha256": _sha256(self.weights)}
+        from daic.compiler.commands.property_witnesses import Float32Network
+
+        checker = Float32Network.of(model, net if net.endswith(".onnx") else None)
         model = copy.deepcopy(model).to(self.device).double().eval()
         with torch.no_grad():
             outputs = (
                 model(torch.zeros(1, *shape, dtype=torch.float64, device=self.device)).flatten(1).shape[1]
             )
-        return Certifier(model, tuple(shape), int(outputs), relu, identity)
+        return Certifier(model, tuple(shape), int(outputs), relu, identity, checker)
 
 
 def _onnx(path: str):
@@ -164,34 +187,47 @@ def _onnx(path: str):
 def decide(
     instance: Instance, prop: Property, certifier: Certifier, steps: list, index: int
 ) -> dict[str, Any]:
-    """The answer for one property: its row of the record."""
+    """The answer for one property: its row of the record. `sat` only with a witness `Satisfies` admits;
+    `timeout` when a search ran out of time, `unknown` when the cascade ended before (``reason`` says
+    why); the margin is a lower bound over the box (the least of its cases'), never a point's value."""
+    from daic.compiler.commands.property_witnesses import Satisfies
+
     _check_sizes(instance, prop, certifier)
     started = time.perf_counter()
-    statuses, best, by = [], math.inf, None
+    outcomes = []
     searched: dict[str, Any] = {}  # the last search's effort (`Outcome.search`), for the record
     for region in prop.regions:
-        outcome = _certify(region, certifier, _within(steps, started + instance.timeout), index)
+        within = _within(steps, started + instance.timeout)
+        witnesses = Satisfies(prop, region, certifier.model, certifier.float32, certifier.relu)
+        outcome = _certify(region, certifier, within, index, witnesses)
+        if outcome.status == "unknown" and (empty := _no_float32_point(region)) is not None:
+            outcome.message = empty
         searched = {"search": outcome.search} if outcome.search is not None else searched
         if outcome.status == "falsified":
-            witness = _witness(outcome.witness, region, prop, certifier)
-            if witness is not None:
-                row = _row(index, instance, "falsified", outcome.by, outcome.margin, started)
-                return row | searched | {"witness": witness}
-            outcome.status, outcome.message = "unknown", "a point found does not satisfy the property exactly"
-        statuses.append(outcome.status)
-        if outcome.margin is not None:
-            best = min(best, outcome.margin)
-        by = outcome.by if outcome.status == "verified" and by is None else by
-    status = "verified" if all(s == "verified" for s in statuses) else "unknown"
-    status = "error" if "error" in statuses and status == "unknown" else status
-    row = _row(index, instance, status, by if status == "verified" else None, _finite(best), started)
-    if status == "unknown" and any(step.complete for step in steps):
-        row["result"] = "timeout"
-    return row | searched
+            row = _row(index, instance, "falsified", outcome.by, outcome.margin, started)
+            return (
+                row
+                | searched
+                | {"witness": _witness(outcome.witness, certifier), "checked": witnesses.checker}
+            )
+        outcomes.append(outcome)
+    return _undecided_row(index, instance, outcomes, started) | searched
 
 
-def _finite(value: float) -> float | None:
-    return value if math.isfinite(value) else None
+def _undecided_row(index: int, instance: Instance, outcomes: list, started: float) -> dict[str, Any]:
+    """The row of a property none of whose cases was falsified: unsat when each was verified."""
+    statuses = {outcome.status for outcome in outcomes}
+    status = "verified" if statuses == {"verified"} else "error" if "error" in statuses else "unknown"
+    by = next((o.by for o in outcomes if o.status == "verified"), None) if status == "verified" else None
+    bounds = [o.margin for o in outcomes if o.margin is not None]
+    row = _row(index, instance, status, by, min(bounds) if bounds else None, started)
+    reasons = list(dict.fromkeys(o.message for o in outcomes if o.status != "verified" and o.message))
+    if status == "unknown":
+        row["result"] = "timeout" if any(o.timed_out for o in outcomes) else "unknown"
+        row["reason"] = "; ".join(reasons) or "no step of the cascade could decide it"
+    elif status == "error":
+        row["message"] = reasons[0] if reasons else "a step failed"
+    return row
 
 
 def _row(index: int, instance: Instance, status: str, by, margin, started: float) -> dict[str, Any]:
@@ -225,7 +261,7 @@ def _within(steps: list, deadline: float) -> list:
     return cut
 
 
-def _certify(region: Region, certifier: Certifier, steps: list, index: int):
+def _certify(region: Region, certifier: Certifier, steps: list, index: int, witnesses):
     import torch
 
     from daic.runtime.certification.specification import certify_region
@@ -236,13 +272,29 @@ def _certify(region: Region, certifier: Certifier, steps: list, index: int):
         return torch.tensor(values, dtype=torch.float64).reshape(certifier.input_shape)
 
     outer = (box(region.lower, -1), box(region.upper, 1))
-    inner = (box(region.lower, 1), box(region.upper, -1))
+    inner = (box(region.lower, 0), box(region.upper, 0))  # as a checker reads it (`property_witnesses`)
     clauses = [_clause(clause, certifier.outputs) for clause in region.clauses]
-    return certify_region(certifier.model, clauses, steps, outer, inner, index, certifier.relu)
+    return certify_region(certifier.model, clauses, steps, outer, inner, index, certifier.relu, witnesses)
+
+
+def _no_float32_point(region: Region) -> str | None:
+    """Why no witness can exist in the case's box as read, if none can: an input whose interval holds no
+    float32 number."""
+    import numpy as np
+
+    for i, (low, high) in enumerate(zip(region.lower, region.upper, strict=True)):
+        lo, hi = float(low), float(high)
+        nearest = np.float32(lo)
+        if float(nearest) < lo:
+            nearest = np.nextafter(nearest, np.float32(np.inf))
+        if not float(nearest) <= hi:
+            return (f"X_{i} lies in [{lo!r}, {hi!r}] (as read), which holds no float32 number: no input a "
+                    "checker can be given is in the box, so no witness exists")  # fmt: skip
+    return None
 
 
 def _rounded(value: Fraction, direction: int) -> float:
-    """The float nearest `value` on the side `direction` (-1: at most it, 1: at least it)."""
+    """The float nearest `value` on the side `direction` (-1: at most it, 1: at least it; 0: nearest)."""
     nearest = float(value)
     if direction < 0 and Fraction(nearest) > value:
         return math.nextafter(nearest, -math.inf)
@@ -272,19 +324,11 @@ def _clause(clause, outputs: int):
     return rows, constants
 
 
-def _witness(point, region: Region, prop: Property, certifier: Certifier) -> dict[str, list[float]] | None:
-    """The counterexample as VNN-COMP reports it (inputs, and the network's outputs there), if the point lies
-    in the property's box and satisfies it in exact arithmetic (outputs as the float64 network gives them)."""
-    import torch
-
-    x = point.reshape(-1).tolist()
-    if any(not (lo <= Fraction(v) <= hi) for v, lo, hi in zip(x, region.lower, region.upper, strict=True)):
-        return None
-    with torch.no_grad():
-        y = certifier.model(point.unsqueeze(0)).flatten().tolist()
-    if not prop.satisfied_by([Fraction(v) for v in x], [Fraction(v) for v in y]):
-        return None
-    return {"X": x, "Y": y}
+def _witness(point: Tensor, certifier: Certifier) -> dict[str, list[float]]:
+    """The counterexample as VNN-COMP reports it: its inputs (float32 numbers) and the outputs the checker
+    computed there."""
+    outputs = certifier.float32.run(point.unsqueeze(0))[0]
+    return {"X": point.reshape(-1).tolist(), "Y": outputs.tolist()}
 
 
 def vnncomp_text(row: dict[str, Any]) -> str:
@@ -316,24 +360,27 @@ def default_out(target: str) -> Path:
 
 def verify_properties(settings: PropertySettings, group: Group, display) -> tuple[dict[str, Any], list]:
     """Certifies the properties (this process's share), and returns the summary of the record and its
-    rows."""
-    from daic.compiler.commands.verify import Record, cascade_of
+    rows. In a folder or an instances file, an instance that cannot be read, imported or decided is that
+    instance's `error`; a single property's problem is the command's message."""
+    from daic.compiler.commands.verify import Record
 
     todo = instances(settings.target, settings.net, settings.timeout)
     networks = Networks(settings.weights, group.device)
-    domains = settings.domains or default_domains(math.prod(networks.get(todo[0].network).input_shape))
-    steps = cascade_of(domains, settings.attack)
-    identity = {
-        "properties": str(Path(settings.target).resolve()),
-        "networks": sorted({networks.get(i.network).identity["weights_sha256"] for i in todo}),
-        "cascade": [step.label for step in steps],
-        "images": len(todo),
-    }
+    many = Path(settings.target).suffix == ".csv" or Path(settings.target).is_dir()
+    if not many:
+        networks.get(todo[0].network)  # its problem, if it has one, is the command's
+    cascades = Cascades(settings.domains, settings.attack)
     record = Record(settings.out, group)
+    identity = _identity(settings, todo, networks, cascades)
     done = group.broadcast(record.open(identity, settings.resume) if group.is_main else None)
     try:
         mine = [i for i in range(len(todo)) if i not in done and i % group.world == group.rank]
-        _decide_all(todo, mine, networks, steps, record, Counter(done.values()), display)
+        counts, started = Counter(done.values()), time.perf_counter()
+        for decided, index in enumerate(mine, 1):
+            row = _answer(todo[index], index, networks, cascades, many)
+            record.write(row)
+            counts[row["status"]] += 1
+            display(counts, len(todo), decided / max(1e-9, time.perf_counter() - started))
     finally:
         record.close()
     group.close()
@@ -343,17 +390,55 @@ def verify_properties(settings: PropertySettings, group: Group, display) -> tupl
     return summarize(rows, identity), rows
 
 
-def _decide_all(
-    todo: list[Instance], mine: list[int], networks: Networks, steps: list, record, counts: Counter, display
-) -> None:
-    """Each of this process's instances answered into the record, the display told as each ends."""
+@dataclass
+class Cascades:
+    """Each network's cascade: the steps of `domains`, or of `default_domains` for the network."""
+
+    domains: tuple[str, ...] | None
+    attack: bool
+    made: dict[int, list] = field(default_factory=dict)
+
+    def of(self, certifier: Certifier) -> list:
+        from daic.compiler.commands.verify import cascade_of
+
+        if id(certifier) not in self.made:
+            self.made[id(certifier)] = cascade_of(self.domains or default_domains(certifier), self.attack)
+        return self.made[id(certifier)]
+
+
+def _identity(
+    settings: PropertySettings, todo: list[Instance], networks: Networks, cascades: Cascades
+) -> dict:
+    """What the record is of: the properties, the networks' weights (a network that cannot be loaded by
+    its path), the first loadable network's cascade, and the count."""
+    weights, cascade = set(), None
+    for net in dict.fromkeys(i.network for i in todo):
+        try:
+            certifier = networks.get(net)
+        except CommandError:
+            weights.add(f"unreadable: {net}")
+            continue
+        weights.add(certifier.identity["weights_sha256"])
+        cascade = cascade or [step.label for step in cascades.of(certifier)]
+    return {
+        "properties": str(Path(settings.target).resolve()),
+        "networks": sorted(weights),
+        "cascade": cascade or [],
+        "images": len(todo),
+    }
+
+
+def _answer(instance: Instance, index: int, networks: Networks, cascades: Cascades, many: bool) -> dict:
+    """The instance's row; where its network or property cannot be used, an `error` row that says why
+    (with `many`, else the problem is raised)."""
     started = time.perf_counter()
-    for decided, index in enumerate(mine, 1):
-        instance = todo[index]
-        row = decide(instance, _read(instance.property), networks.get(instance.network), steps, index)
-        record.write(row)
-        counts[row["status"]] += 1
-        display(counts, len(todo), decided / max(1e-9, time.perf_counter() - started))
+    try:
+        certifier = networks.get(instance.network)
+        return decide(instance, _read(instance.property), certifier, cascades.of(certifier), index)
+    except CommandError as exc:
+        if not many:
+            raise
+        return _row(index, instance, "error", None, None, started) | {"message": str(exc)}
 
 
 def _read(path: Path) -> Property:
@@ -371,7 +456,7 @@ def summarize(rows: list[dict[str, Any]], identity: dict[str, Any]) -> dict[str,
         "recorded": len(rows),
         "cascade": identity["cascade"],
         **{answer: results.get(answer, 0) for answer in ("unsat", "sat", "timeout", "unknown")},
-        "errors": sum(row["status"] == "error" for row in rows),
+        "errors": results.get("error", 0),
         "seconds_per_property": sum(row["seconds"] for row in rows) / max(1, len(rows)),
     }
 
@@ -402,6 +487,8 @@ def print_properties(
         n = max(1, summary["properties"])
         for answer in ("unsat", "sat", "timeout", "unknown"):
             table.add_row(answer, f"{summary[answer]:,} ({100 * summary[answer] / n:.2f}%)")
+        if summary["errors"]:
+            table.add_row("error", f"{summary['errors']:,} ({100 * summary['errors'] / n:.2f}%)")
         table.add_row("s/property", f"{summary['seconds_per_property']:.4f}")
         Console(soft_wrap=True).print(table)
     print(f"record: {out}", file=sys.stderr)

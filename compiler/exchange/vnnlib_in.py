@@ -46,6 +46,12 @@ class Atom:
         total = self.value(values)
         return total < 0 if self.strict else total <= 0
 
+    def holds_throughout(self, lower: dict[str, Fraction], upper: dict[str, Fraction]) -> bool:
+        """Whether it holds for every value of the variables between `lower` and `upper`: at the corner
+        where the sum is largest."""
+        total = sum((c * (upper[v] if c > 0 else lower[v]) for v, c in self.coefficients), self.constant)
+        return total < 0 if self.strict else total <= 0
+
 
 @dataclass(frozen=True)
 class Clause:
@@ -76,8 +82,18 @@ class Property:
 
     def satisfied_by(self, x: list[Fraction], y: list[Fraction]) -> bool:
         """Whether the point (inputs `x`, outputs `y`) satisfies every assertion, exactly."""
-        values = {f"X_{i}": v for i, v in enumerate(x)} | {f"Y_{j}": v for j, v in enumerate(y)}
-        return all(any(all(a.holds(values) for a in case) for case in dnf) for dnf in self.atoms)
+        return self.satisfied_throughout(x, y, y)
+
+    def satisfied_throughout(
+        self, x: list[Fraction], y_lower: list[Fraction], y_upper: list[Fraction]
+    ) -> bool:
+        """Whether the inputs `x` with any outputs between `y_lower` and `y_upper` satisfy every
+        assertion, exactly."""
+        lower = {f"X_{i}": v for i, v in enumerate(x)} | {f"Y_{j}": v for j, v in enumerate(y_lower)}
+        upper = {f"X_{i}": v for i, v in enumerate(x)} | {f"Y_{j}": v for j, v in enumerate(y_upper)}
+        return all(
+            any(all(a.holds_throughout(lower, upper) for a in case) for case in dnf) for dnf in self.atoms
+        )
 
 
 def read_property(path: str | Path) -> Property:

@@ -220,6 +220,14 @@ class Attacker:
     def __init__(self, model: nn.Module) -> None:
         self.model, self._fast = model, None
 
+    def float32(self) -> nn.Module:
+        """The network as float32 runs it: the float32 copy of a float64 network, else the network."""
+        if next(self.model.parameters()).dtype != torch.float64:
+            return self.model
+        if self._fast is None:
+            self._fast = copy.deepcopy(self.model).float()
+        return self._fast
+
     def pgd(
         self,
         lower: Tensor,

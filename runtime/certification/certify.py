@@ -4,11 +4,13 @@ Each image ends in exactly one of four states, kept strictly apart:
 
 - ``verified``: a domain proved every margin ``y_t - y_j`` positive over the clipped eps-ball (``by`` names
   the first that did; ``margin`` is its least lower bound);
-- ``falsified``: a point of the ball that the network, run on it, misclassifies (``by`` names what found
-  it: the image itself, the attack, or branch and bound; ``margin`` is that point's least margin, <= 0).
-  Only a point the network was run on counts;
-- ``unknown``: no step decided (a complete step's time limit passed, or only incomplete ones ran);
-  ``margin`` is the best lower bound any step found;
+- ``falsified``: a point of the ball that the network misclassifies (``by`` names what found it: the
+  image itself, the attack, or branch and bound; ``margin`` is that point's least margin, <= 0). Only a
+  witness counts: float32 numbers inside the ball, misclassified in exact arithmetic and by the network's
+  float32 copy (`witness`); a candidate that fails is no answer, and the steps go on;
+- ``unknown``: no step decided (a complete step's time limit passed: ``timed_out``; or only incomplete
+  ones ran; or a search ended with nothing left to try, ``message`` says why); ``margin`` is the best
+  lower bound any step found, never a point's value;
 - ``error``: a step failed on the image (``message`` says how); the others go on.
 
 Steps run on batches of the images still undecided (`Step.decide`), so a cheap domain settles most images
@@ -27,6 +29,7 @@ import torch
 from torch import Tensor, nn
 
 from daic.runtime.certification.attacks import Attacker
+from daic.runtime.certification.witness import Misclassified, Witnesses
 from daic.runtime.domains.balls import certified_balls
 from daic.runtime.domains.element import margin_others
 from daic.runtime.domains.rounding import outward_rounding
@@ -50,6 +53,7 @@ class Outcome:
     seconds: float = 0.0
     message: str | None = None
     witness: Tensor | None = None  # falsified: the point (an input of the network) that falsified it
+    timed_out: bool = False  # unknown: a search stopped at its time limit (else `message` says why it ended)
     search: dict[str, float] | None = None  # a complete step's effort (`complete.BranchAndBound`'s)
 
     def record(self) -> dict[str, object]:
@@ -58,6 +62,8 @@ class Outcome:
         row |= {"domain": self.by, "margin": self.margin, "seconds": round(self.seconds, 6)}
         if self.message is not None:
             row["message"] = self.message
+        if self.timed_out:
+            row["timed_out"] = True
         if self.search is not None:
             row["search"] = self.search
         return row
@@ -71,7 +77,8 @@ class Batch:
     ``inner_lower``/``inner_upper`` lie inside it (counterexamples must): the same box but where rounding
     makes them differ (see `balls`). ``attacker`` is the steps' attack on the network (`certify_batch`
     makes one if none was given; `certify` gives one for all its batches, so its float32 copy is made
-    once)."""
+    once). ``witnesses`` decides which points falsify (`witnesses_of`: a `Misclassified` where none was
+    given; a property gives its own)."""
 
     x: Tensor
     y: Tensor
@@ -82,7 +89,16 @@ class Batch:
     inner_lower: Tensor | None = None
     inner_upper: Tensor | None = None
     attacker: Attacker | None = None
+    witnesses: Witnesses | None = None
     best: Tensor = field(init=False)  # the best lower bound of each image's least margin so far
+
+    def witnesses_of(self, model: nn.Module) -> Witnesses:
+        """`witnesses`, a `Misclassified` of the certifying `model` where none was given."""
+        if self.witnesses is None:
+            if self.attacker is None:
+                self.attacker = Attacker(model)
+            self.witnesses = Misclassified(model, self.attacker.float32(), self.y, self.relu)
+        return self.witnesses
 
     def __post_init__(self) -> None:
         # CPU: each image's best margin so far, host bookkeeping read and written one image at a time
@@ -141,6 +157,7 @@ class Search(Step):
             started = time.perf_counter()
             deadline = min(started + self.timeout, self.until)
             if deadline <= started:  # the steps before used the time: the image stays unknown
+                batch.outcomes[i].timed_out = True
                 continue
             with torch.no_grad(), exact_float():
                 self._search(model, batch, i, deadline)
@@ -174,21 +191,30 @@ class Attack(Step):
         generator = torch.Generator().manual_seed(self.seed)
         x = batch.attacker.pgd(batch.inner_lower[pending], batch.inner_upper[pending], batch.y[pending],
                                self.steps, generator, self.restarts)  # fmt: skip
-        falsify(batch, pending, x, least_margins(model, x, batch.y[pending]), self.label)
+        falsify(model, batch, pending, x, least_margins(model, x, batch.y[pending]), self.label)
 
 
-def falsify(batch: Batch, pending: Tensor, points: Tensor, margins: Tensor, by: str) -> None:
-    """Marks falsified the images whose `points` (inside their boxes) the network misclassifies."""
-    inside = (
-        ((points >= batch.inner_lower[pending]) & (points <= batch.inner_upper[pending])).flatten(1).all(1)
-    )
-    for k, (i, margin, ok) in enumerate(
-        zip(pending.tolist(), margins.tolist(), inside.tolist(), strict=True)
-    ):
-        if ok and margin <= 0:
+def falsify(
+    model: nn.Module, batch: Batch, pending: Tensor, points: Tensor, margins: Tensor, by: str
+) -> None:
+    """Marks falsified the images `pending` whose candidate `points` (margins at or below zero in the
+    certifying `model`) lead to a witness (`Batch.witnesses`); the others stay as they were."""
+    # CPU: which candidates to check, read on the host (one read for the whole batch)
+    chosen = torch.tensor([k for k, margin in enumerate(margins.tolist()) if margin <= 0], dtype=torch.long)
+    if len(chosen) == 0:
+        return
+    images = pending[chosen]
+    lower, upper = batch.inner_lower[images], batch.inner_upper[images]
+    candidates = points[chosen.to(points.device)].detach()
+    found, ok = batch.witnesses_of(model).admit(model, candidates, images, lower, upper, batch.y[images])
+    if not bool(ok.any()):
+        return
+    at = least_margins(model, found, batch.y[images]).clamp(max=0.0)
+    for k, (i, accepted) in enumerate(zip(images.tolist(), ok.tolist(), strict=True)):
+        if accepted:
             outcome = batch.outcomes[i]
-            outcome.status, outcome.by, outcome.margin = "falsified", by, margin
-            outcome.witness = points[k].detach()
+            outcome.status, outcome.by, outcome.margin = "falsified", by, float(at[k])
+            outcome.witness = found[k]
 
 
 def cascade(methods: Sequence[Step], attack: bool = False) -> list[Step]:
@@ -223,7 +249,7 @@ def _certify_batch(model: nn.Module, steps: Sequence[Step], batch: Batch) -> lis
     # CPU: image numbers, read on the host; a CUDA tensor may be indexed by them as they are
     everyone = torch.arange(len(outcomes))
     _refuse_not_a_number(outcomes, margins)
-    falsify(batch, everyone, batch.x, margins, CLEAN)
+    falsify(model, batch, everyone, batch.x, margins, CLEAN)
     _charge(outcomes, everyone, time.perf_counter() - started)
     for step in steps:
         # CPU: image numbers, read on the host; a CUDA tensor may be indexed by them as they are

@@ -307,6 +307,14 @@ class BranchAndBound(Search):
         else:
             open_bound = min([tree.undecided, *(domain.bound for domain in tree.queue)])
             batch.best[i] = max(float(batch.best[i]), open_bound)
+            outcome.timed_out = bool(tree.queue)
+            outcome.message = (
+                f"{self.label}: the time ran out with {len(tree.queue)} subdomains open"
+                if tree.queue
+                else f"{self.label}: every subdomain was split to its end; a leaf's least margin is at most "
+                "zero at points that are no witness (a tie, or a violation float32 or exact arithmetic "
+                "undoes)"
+            )
 
     def _root(
         self, model: nn.Module, batch: Batch, i: int, deadline: float, attacks: _Attacks
@@ -446,7 +454,7 @@ class BranchAndBound(Search):
         generator = torch.Generator().manual_seed(batch.outcomes[i].index + 1_000_003 * attacks.count)
         point = batch.attacker.targeted(lower, upper, y, ATTACK_STEPS, ATTACK_RESTARTS, generator, until)
         # CPU: image numbers, read on the host; a CUDA tensor may be indexed by them as they are
-        falsify(batch, torch.tensor([i]), point, least_margins(model, point, y), self.label)
+        falsify(model, batch, torch.tensor([i]), point, least_margins(model, point, y), self.label)
         attacks.count += 1
         attacks.seconds += time.perf_counter() - started
         return batch.outcomes[i].status == "falsified"
@@ -456,8 +464,8 @@ class BranchAndBound(Search):
         margins = least_margins(model, bounded.corners, batch.y[i : i + 1].expand(len(bounded.corners)))
         worst = int(margins.argmin())
         # CPU: image numbers, read on the host; a CUDA tensor may be indexed by them as they are
-        falsify(batch, torch.tensor([i]), bounded.corners[worst : worst + 1], margins[worst : worst + 1],
-                self.label)  # fmt: skip
+        falsify(model, batch, torch.tensor([i]), bounded.corners[worst : worst + 1],
+                margins[worst : worst + 1], self.label)  # fmt: skip
         return batch.outcomes[i].status == "falsified"
 
     # ----------------------------------------------------------------------------------------------
@@ -824,7 +832,9 @@ def _solve_leaf(
             )
             margins = least_margins(model, point, y)
             # CPU: image numbers, read on the host; a CUDA tensor may be indexed by them as they are
-            falsify(batch, torch.tensor([i]), point, margins, by)
+            # The program's minimum is at or below zero: its minimiser is a candidate even where float64
+            # puts it a rounding above (the witness check decides).
+            falsify(model, batch, torch.tensor([i]), point, margins.clamp(max=0.0), by)
             return (float(margins[0]) if batch.outcomes[i].status == "falsified" else None), None
         duals.append(
             torch.zeros(0, device=lower.device)

@@ -1,7 +1,8 @@
 """Complete verification by splitting the input box: for networks of few inputs (ACAS Xu's 5), where the
 box is wide and splitting ReLUs cannot narrow it, each undecided box is halved along the input that moves
 its least margin most (`_smear`), and the halves are bounded again, a batch at a time, until every box is
-proved, a box's centre is a counterexample, or the time is up. Bounds hold over each box, and the boxes
+proved, a candidate of an open box (its centre, or its corner against the margin's gradient) leads to a
+witness, or the time is up. Bounds hold over each box, and the boxes
 cover the whole one, so a proof of all of them is a proof of it."""
 
 from __future__ import annotations
@@ -37,50 +38,90 @@ class InputSplit(Search):
     def _search(self, model: nn.Module, batch: Batch, i: int, deadline: float) -> None:
         lower, upper = batch.lower[i : i + 1], batch.upper[i : i + 1]
         scale = (upper - lower).clamp(min=torch.finfo(lower.dtype).tiny)
-        proved = torch.inf
+        proved = least_open = torch.inf  # least_open: every open box lies in one bounded this low or more
+        points = 0  # boxes of one point left open
         while len(lower) and time.perf_counter() < deadline and len(lower) <= MAX_BOXES:
             now_lower, now_upper = lower[: self.batch], upper[: self.batch]
             lower, upper = lower[self.batch :], upper[self.batch :]
-            if self._falsified(model, batch, i, now_lower, now_upper):
-                return
             y = batch.y[i : i + 1].expand(len(now_lower))
             bounds = CROWNBound().margins(model, now_lower, now_upper, y, batch.relu).amin(1)
             closed = bounds > 0
             if bool(closed.any()):
                 proved = min(proved, float(bounds[closed].min()))
+            if not bool(closed.all()):
+                least_open = min(least_open, float(bounds[~closed].min()))
             open_lower, open_upper = now_lower[~closed], now_upper[~closed]
-            halves = _halved(open_lower, open_upper, _smear(model, open_lower, open_upper, y[~closed], scale))
+            gradient = _margin_gradient(model, open_lower, open_upper, y[~closed])
+            if self._falsified(model, batch, i, open_lower, open_upper, gradient):
+                return
+            # An input can be cut where a float lies strictly inside its interval; a box none of whose inputs
+            # can (one point, or a float's width) is a leaf: its bound and its candidates are all there is.
+            middle = (open_lower + open_upper) / 2
+            movable = (middle > open_lower) & (middle < open_upper)
+            cut = movable.flatten(1).any(1)
+            points += int((~cut).sum())
+            open_lower, open_upper, gradient = open_lower[cut], open_upper[cut], gradient[cut]
+            smear = _smear(open_lower, open_upper, gradient, scale).masked_fill(~movable[cut], -torch.inf)
+            halves = _halved(open_lower, open_upper, smear)
             lower, upper = torch.cat([lower, halves[0]]), torch.cat([upper, halves[1]])
         outcome = batch.outcomes[i]
-        if len(lower) == 0:
+        if outcome.status != "unknown":
+            return
+        if len(lower) == 0 and points == 0:
             outcome.status, outcome.by, outcome.margin = "verified", self.label, proved
+            return
+        if least_open < torch.inf:
+            batch.best[i] = max(float(batch.best[i]), least_open)
+        outcome.timed_out = 0 < len(lower) <= MAX_BOXES
+        if outcome.timed_out:
+            outcome.message = f"{self.label}: the time ran out with {len(lower)} boxes open"
+        elif len(lower):
+            outcome.message = f"{self.label}: more than {MAX_BOXES} boxes open"
+        else:
+            outcome.message = (
+                f"{self.label}: {points} boxes too narrow to cut are neither proved nor a witness"
+            )
 
-    def _falsified(self, model: nn.Module, batch: Batch, i: int, lower: Tensor, upper: Tensor) -> bool:
-        """Runs the network on the boxes' centres (inside the property's box); one with a margin at or
-        below zero falsifies it."""
-        inner_lower, inner_upper = batch.inner_lower[i : i + 1], batch.inner_upper[i : i + 1]
-        centres = torch.minimum(torch.maximum((lower + upper) / 2, inner_lower), inner_upper)
-        margins = least_margins(model, centres, batch.y[i : i + 1].expand(len(centres)))
+    def _falsified(
+        self, model: nn.Module, batch: Batch, i: int, lower: Tensor, upper: Tensor, gradient: Tensor
+    ) -> bool:
+        """Runs the network on the open boxes' centres and on their corners against the margin's gradient
+        there (where the linearised margin is least); the candidate of least margin falsifies the property
+        if it leads to a witness."""
+        if len(lower) == 0:
+            return False
+        centres = (lower + upper) / 2
+        corners = torch.where(gradient > 0, lower, upper)
+        points = torch.cat([centres, corners])
+        margins = least_margins(model, points, batch.y[i : i + 1].expand(len(points)))
         worst = int(margins.argmin())
         # CPU: image numbers, read on the host; a CUDA tensor may be indexed by them as they are
-        falsify(batch, torch.tensor([i]), centres[worst : worst + 1], margins[worst : worst + 1], self.label)
+        falsify(model, batch, torch.tensor([i]), points[worst : worst + 1], margins[worst : worst + 1],
+                self.label)  # fmt: skip
         return batch.outcomes[i].status == "falsified"
 
 
-def _smear(model: nn.Module, lower: Tensor, upper: Tensor, y: Tensor, scale: Tensor) -> Tensor:
-    """How much each input of each box moves its least margin: the margin's gradient at the box's centre
-    times the box's width there (ReluVal's smear, Wang et al. 2018), normalised per box, plus the relative
-    width (`WIDTH_WEIGHT`) so that an input the gradient misses is still cut in time. Only the choice of
-    cut depends on it, never a bound."""
+def _margin_gradient(model: nn.Module, lower: Tensor, upper: Tensor, y: Tensor) -> Tensor:
+    """The gradient of each box's least margin at its centre."""
+    centres = ((lower + upper) / 2).requires_grad_(True)
     if len(lower) == 0:
         return lower
-    centres = ((lower + upper) / 2).requires_grad_(True)
     with torch.enable_grad():
         logits = model(centres)
         rows, _ = margin_others(y, logits.shape[1], logits.dtype)
-        torch.einsum("bsc,bc->bs", rows, logits).amin(1).sum().backward()
+        (grad,) = torch.autograd.grad(torch.einsum("bsc,bc->bs", rows, logits).amin(1).sum(), centres)
+    return grad
+
+
+def _smear(lower: Tensor, upper: Tensor, gradient: Tensor, scale: Tensor) -> Tensor:
+    """How much each input of each box moves its least margin: the margin's `gradient` at the box's
+    centre times the box's width there (ReluVal's smear, Wang et al. 2018), normalised per box, plus the
+    relative width (`WIDTH_WEIGHT`) so that an input the gradient misses is still cut in time. Only the
+    choice of cut depends on it, never a bound."""
+    if len(lower) == 0:
+        return lower
     width = (upper - lower) / scale
-    smear = centres.grad.abs() * (upper - lower)
+    smear = gradient.abs() * (upper - lower)
     peak = smear.flatten(1).amax(1).clamp(min=torch.finfo(smear.dtype).tiny)
     return smear / peak.view(-1, *[1] * (smear.dim() - 1)) + WIDTH_WEIGHT * width
 

@@ -17,6 +17,7 @@ import torch
 from torch import Tensor, nn
 
 from daic.runtime.certification.certify import Batch, Outcome, Step, certify_batch
+from daic.runtime.certification.witness import Witnesses
 from daic.runtime.layers.activation import ReLU
 from daic.runtime.layers.affine import Linear
 from daic.runtime.layers.containers import Sequential
@@ -85,11 +86,14 @@ def certify_region(
     inner: tuple[Tensor, Tensor],
     index: int = 0,
     relu: str = "hybrid",
+    witnesses: Witnesses | None = None,
 ) -> Outcome:
     """Whether some point of the box satisfies a clause: `verified` (none does, over the box `outer`,
     which contains the property's), `falsified` (``witness``: a point of `inner`, inside the property's
-    box, that the network satisfies a clause at), or `unknown`/`error`. `model` is the certifying float64
-    network; the boxes have its input's shape (no batch)."""
+    box, that `witnesses` admits), or `unknown`/`error`. `model` is the certifying float64 network; the
+    boxes have its input's shape (no batch). Without `witnesses`, a point falsifies where the appended
+    layers' margin is at most zero exactly and in float32 (`Misclassified`): the property as the clauses'
+    tensors state it, whose constants were rounded; a property read from a file checks itself as written."""
     parameter = next(model.parameters())
     outputs = _outputs(model, outer[0])
     spec = Sequential(*_children(model), *clause_layers(clauses, outputs)).to(parameter.device)
@@ -97,7 +101,9 @@ def certify_region(
     inner_lower, inner_upper = (t.to(parameter.device, parameter.dtype).unsqueeze(0) for t in inner)
     x = torch.minimum(torch.maximum((inner_lower + inner_upper) / 2, inner_lower), inner_upper)
     y = torch.zeros(1, dtype=torch.long, device=parameter.device)
-    batch = Batch(x, y, lower, upper, [Outcome(index, 0)], relu, inner_lower, inner_upper)
+    batch = Batch(
+        x, y, lower, upper, [Outcome(index, 0)], relu, inner_lower, inner_upper, witnesses=witnesses
+    )
     was_training = model.training
     spec.eval()
     try:

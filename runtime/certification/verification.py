@@ -31,7 +31,7 @@ from daic.runtime.domains import dropping_dead_terms
 from daic.runtime.domains.coeffs import Dense
 from daic.runtime.domains.element import margin_others
 from daic.runtime.domains.symbolic import LayerSlopes, Symbolic
-from daic.runtime.layers import DecorrelateMin
+from daic.runtime.layers import DecorrelateMin, ReLU
 
 INTERMEDIATE = ("crown", "box", "hbox", "best")
 LAYERS = ("output", "all")
@@ -202,6 +202,24 @@ def slot_count_matters(model: nn.Module, training: bool) -> bool:
         isinstance(m, DecorrelateMin) and not m.num_to_keep and (training or not m.only_train)
         for m in model.modules()
     )
+
+
+def relu_neurons(model: nn.Module, shape: tuple[int, ...]) -> int:
+    """The ReLU neurons of the network for one input of ``shape``: what a CROWN pass's cost grows with."""
+    counted = [0]
+    hooks = [
+        m.register_forward_hook(lambda _m, _i, out: counted.__setitem__(0, counted[0] + out[0].numel()))
+        for m in model.modules()
+        if isinstance(m, ReLU)
+    ]
+    try:
+        parameter = next(model.parameters())
+        with torch.no_grad():
+            model(torch.zeros(1, *shape, device=parameter.device, dtype=parameter.dtype))
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return counted[0]
 
 
 def widest_activation(model: nn.Module, shape: tuple[int, ...]) -> int:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -18,6 +19,7 @@ from daic.compiler.commands.cli import main
 from daic.compiler.commands.properties import Instance, Networks, decide
 from daic.compiler.exchange.vnnlib_in import parse_property
 from daic.runtime.certification.certify import Step
+from daic.runtime.certification.verification import BoxBound
 
 torch.set_num_threads(1)
 
@@ -132,26 +134,31 @@ def test_an_imported_network_certifies_the_same_from_its_net_file(bench):
 
 
 class Undecided(Step):
-    """A complete step that ran out of time: it decides nothing."""
+    """A complete step that decides nothing: it runs out of time (`out_of_time`), or ends early with a
+    reason."""
 
     label = "Search"
     complete = True
     timeout = 1.0
+    out_of_time = True
 
     def decide(self, model, batch, pending):
-        pass
+        for i in pending.tolist():
+            batch.outcomes[i].timed_out = self.out_of_time
+            batch.outcomes[i].message = None if self.out_of_time else "Search: nothing left to split"
 
 
-def test_a_complete_step_that_decides_nothing_is_a_timeout_and_an_incomplete_one_unknown(bench):
+def test_a_search_out_of_time_is_a_timeout_one_that_ends_early_says_why_and_neither_gives_a_point(bench):
     prop_ = parse_property((bench / "props" / "p1.vnnlib").read_text())
     instance = Instance(str(bench / "two.onnx"), bench / "props" / "p1.vnnlib", 5.0)
     certifier = Networks(None, torch.device("cpu")).get(instance.network)
-    assert decide(instance, prop_, certifier, [Undecided()], 0)["result"] == "timeout"
-    Undecided.complete = False
-    try:
-        assert decide(instance, prop_, certifier, [Undecided()], 0)["result"] == "unknown"
-    finally:
-        Undecided.complete = True
+    row = decide(instance, prop_, certifier, [BoxBound(), Undecided()], 0)
+    assert (row["result"], row["reason"]) == ("timeout", "no step of the cascade could decide it")
+    assert row["margin"] == pytest.approx(-0.5, abs=1e-9)  # Box's lower bound, not a point's value
+    early = Undecided()
+    early.out_of_time = False
+    row = decide(instance, prop_, certifier, [BoxBound(), early], 0)
+    assert (row["result"], row["reason"]) == ("unknown", "Search: nothing left to split")
 
 
 @pytest.mark.parametrize(
@@ -180,3 +187,140 @@ def test_a_property_that_does_not_fit_the_network_or_cannot_be_read_is_a_message
     assert result.exit_code == 2 and f"{broken}:2: an expression is never closed" in result.stderr
     result = daic("verify", bench / "two.onnx", "--vnnlib", bench / "none.vnnlib")
     assert result.exit_code == 2 and "none.vnnlib does not exist" in result.stderr
+
+
+def gemm_relu_gemm(path: Path, arrays: dict[str, Any]) -> Path:
+    """y = v relu(w x + b) + c, float32 weights, input and output with a batch axis of 1."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    weights = [numpy_helper.from_array(np.array(a, dtype=np.float32), n) for n, a in arrays.items()]
+    nodes = [helper.make_node("Gemm", ["x", "w", "b"], ["h"], transB=1),
+             helper.make_node("Relu", ["h"], ["r"]),
+             helper.make_node("Gemm", ["r", "v", "c"], ["y"], transB=1)]  # fmt: skip
+    ends = [("x", np.shape(arrays["w"])[1]), ("y", np.shape(arrays["v"])[0])]
+    inputs, outputs = ([helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, k])] for n, k in ends)
+    graph = helper.make_graph(nodes, path.stem, inputs, outputs, weights)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+    return path
+
+
+def offset_onnx(path: Path, offset: float) -> Path:
+    """One input, one output: y = relu(x + offset) - 1 (offset a float32 number)."""
+    assert float(np.float32(offset)) == offset
+    return gemm_relu_gemm(path, {"w": [[1.0]], "b": [offset], "v": [[1.0]], "c": [-1.0]})
+
+
+def point_property(path: Path, constraint: str) -> Path:
+    """The box of the single point x = 1, and a counterexample's output `constraint`."""
+    path.write_text(
+        "(declare-const X_0 Real)\n(declare-const Y_0 Real)\n(assert (>= X_0 1.0))\n(assert (<= X_0 1.0))\n"
+        f"(assert {constraint})\n"
+    )
+    return path
+
+
+def exact_decimal(value: float) -> str:
+    from decimal import Decimal
+
+    return format(Decimal(value), "f")
+
+
+@pytest.mark.parametrize(
+    ("offset", "constraint"),
+    [
+        # exactly y = 2^-70 > 2^-71: the property holds; float64 and float32 compute y = 0
+        (2.0**-70, f"(<= Y_0 {exact_decimal(2.0**-71)})"),
+        # exactly y = -2^-30 <= -2^-31: violated; but float32 (onnxruntime) computes y = 0, so no witness
+        (-(2.0**-30), f"(<= Y_0 {exact_decimal(-(2.0**-31))})"),
+    ],
+)
+def test_a_point_that_fails_exact_arithmetic_or_the_float32_checker_is_not_sat(tmp_path, offset, constraint):
+    net = offset_onnx(tmp_path / "offset.onnx", offset)
+    result = daic(
+        "verify", net, "--vnnlib", point_property(tmp_path / "p.vnnlib", constraint), "--timeout", "3"
+    )
+    assert result.exit_code == 0, result.output
+    assert result.stdout in ("unknown\n", "timeout\n")
+    (row,) = [json.loads(line) for line in (tmp_path / "p.verify.jsonl").read_text().splitlines()]
+    assert row["reason"] and "witness" not in row
+
+
+def test_a_clear_violation_is_sat_and_the_record_says_who_checked_the_witness(tmp_path):
+    net = offset_onnx(tmp_path / "offset.onnx", -(2.0**-10))
+    result = daic("verify", net, "--vnnlib", point_property(tmp_path / "p.vnnlib", "(<= Y_0 0.0)"))
+    assert result.exit_code == 0 and result.stdout.startswith("sat\n"), result.output
+    (row,) = [json.loads(line) for line in (tmp_path / "p.verify.jsonl").read_text().splitlines()]
+    assert row["witness"] == {"X": [1.0], "Y": [-(2.0**-10)]} and row["checked"] == "onnxruntime float32"
+
+
+def test_an_instance_that_cannot_be_imported_is_its_own_error_and_the_others_are_answered(bench):
+    (bench / "broken.onnx").write_bytes(b"not a network")
+    (bench / "instances.csv").write_text(
+        "two.onnx,props/p1.vnnlib,30\nbroken.onnx,props/p1.vnnlib,30\ntwo.onnx,props/p2.vnnlib,30\n"
+        "two.onnx,props/missing.vnnlib,30\n"
+    )
+    result = daic("verify", "--vnnlib", bench / "instances.csv", "--format", "json")
+    assert result.exit_code == 1, result.output
+    assert "2 of the instances could not be decided" in result.stderr
+    rows = [json.loads(line) for line in (bench / "instances.verify.jsonl").read_text().splitlines()]
+    assert [row["result"] for row in rows] == ["unsat", "error", "sat", "error"]
+    assert "broken.onnx" in rows[1]["message"] and "missing.vnnlib" in rows[3]["message"]
+    assert json.loads(result.stdout)["errors"] == 2
+
+
+def test_the_default_cascade_bounds_by_crown_before_branch_and_bound_on_a_small_network(tmp_path):
+    from daic.compiler.commands.properties import default_domains
+
+    generator = np.random.default_rng(0)
+    shapes = {"w": (16, 64), "b": (16,), "v": (2, 16), "c": (2,)}
+    gemm_relu_gemm(tmp_path / "w.onnx", {n: generator.normal(size=shape) for n, shape in shapes.items()})
+    certifier = Networks(None, torch.device("cpu")).get(str(tmp_path / "w.onnx"))
+    assert default_domains(certifier) == ("Box", "CROWN", "BranchAndBound")
+
+
+def test_most_inputs_fixed_and_a_two_sided_output_band_is_sat_well_before_the_limit(tmp_path):
+    # The shape of VNN-COMP 2022's collins_rul_cnn properties, where daic ended `timeout` early: most inputs
+    # fixed (here at float32 numbers written in decimal, as a data set's values are), two free, and a
+    # counterexample's output in a narrow band a <= Y_0 <= b that a point of the free square reaches.
+    generator = np.random.default_rng(3)
+    shapes = {"w": (16, 40), "b": (16,), "v": (1, 16), "c": (1,)}
+    arrays = {n: generator.normal(size=shape).astype(np.float32) for n, shape in shapes.items()}
+    net = gemm_relu_gemm(tmp_path / "rul.onnx", arrays)
+    fixed = generator.uniform(0, 1, size=38).astype(np.float32)
+    x = np.concatenate([[0.37, 0.61], fixed]).astype(np.float32)
+    w, b, v, c = (arrays[n].astype(np.float64) for n in "wbvc")
+    centre = float((v @ np.maximum(w @ x.astype(np.float64) + b, 0) + c)[0])
+    lines = [f"(declare-const X_{i} Real)" for i in range(40)] + ["(declare-const Y_0 Real)"]
+    lines += [
+        "(assert (>= X_0 0.0))",
+        "(assert (<= X_0 1.0))",
+        "(assert (>= X_1 0.0))",
+        "(assert (<= X_1 1.0))",
+    ]
+    for i, value in enumerate(fixed.tolist(), 2):
+        lines += [f"(assert (>= X_{i} {value!r}))", f"(assert (<= X_{i} {value!r}))"]
+    lines += [f"(assert (>= Y_0 {centre - 1e-3!r}))", f"(assert (<= Y_0 {centre + 1e-3!r}))"]
+    (tmp_path / "band.vnnlib").write_text("\n".join(lines) + "\n")
+    result = daic("verify", net, "--vnnlib", tmp_path / "band.vnnlib", "--timeout", "20")
+    assert result.exit_code == 0 and result.stdout.startswith("sat\n"), result.output
+    (row,) = [json.loads(line) for line in (tmp_path / "band.verify.jsonl").read_text().splitlines()]
+    assert row["seconds"] < 10, row
+    import onnxruntime
+
+    point = np.array([row["witness"]["X"]], dtype=np.float32)
+    assert point[0, 2:].tolist() == fixed.tolist()
+    (y,) = onnxruntime.InferenceSession(str(net)).run(None, {"x": point})[0]
+    assert centre - 1e-3 <= float(y[0]) <= centre + 1e-3
+
+
+def test_a_box_that_holds_no_float32_point_is_unknown_and_says_so(tmp_path):
+    # X_0 = 0.1: the float64 nearest 0.1 is no float32 number, so no input a checker can be given is in the
+    # box, although every output violates the property.
+    net = offset_onnx(tmp_path / "offset.onnx", 0.0)
+    text = point_property(tmp_path / "p.vnnlib", "(<= Y_0 100.0)").read_text().replace("1.0))", "0.1))")
+    (tmp_path / "p.vnnlib").write_text(text)
+    result = daic("verify", net, "--vnnlib", tmp_path / "p.vnnlib", "--timeout", "3")
+    assert result.exit_code == 0 and result.stdout == "unknown\n", result.output
+    (row,) = [json.loads(line) for line in (tmp_path / "p.verify.jsonl").read_text().splitlines()]
+    assert row["reason"].startswith("X_0 lies in [0.1, 0.1] (as read), which holds no float32 number")

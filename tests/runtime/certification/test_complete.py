@@ -307,6 +307,8 @@ def test_an_attack_takes_at_most_its_share_of_the_searchs_time(monkeypatch):
         return targeted(self, lower, upper, y, steps, restarts, generator, deadline)
 
     monkeypatch.setattr(Attacker, "targeted", recorded)
+    # The subdomains' candidate points would falsify these images before any attack: the attacks alone.
+    monkeypatch.setattr(BranchAndBound, "_falsified", lambda *_: False)
     outcomes = certify(net, [BranchAndBound(timeout=10.0)], x, y, 0.15, (0.0, 1.0))
     assert sum(o.status == "falsified" for o in outcomes) >= 3 and len(handed) >= 3
     assert max(handed) <= ATTACK_SHARE * 10.0, handed
@@ -335,15 +337,25 @@ def test_the_time_limit_holds_inside_a_long_optimisation():
     assert outcome.seconds < 5.0, outcome.record()  # 0.2 s, the attack before the search, and slack
 
 
-def test_only_a_misclassified_point_inside_the_box_falsifies():
-    lower, upper = torch.zeros(2, 2, dtype=torch.float64), torch.ones(2, 2, dtype=torch.float64)
-    outcomes = [Outcome(0, 0), Outcome(1, 0)]
-    batch = Batch(lower, torch.zeros(2, dtype=torch.long), lower, upper, outcomes)
-    points = torch.tensor([[0.5, 0.5], [1.5, 0.5]], dtype=torch.float64)  # the second lies outside
-    falsify(batch, torch.arange(2), points, torch.tensor([-1.0, -1.0], dtype=torch.float64), "test")
-    assert [o.status for o in outcomes] == ["falsified", "unknown"]
-    falsify(batch, torch.arange(1, 2), points[:1], torch.tensor([0.5], dtype=torch.float64), "test")
-    assert outcomes[1].status == "unknown"  # a positive margin is no counterexample
+def test_only_a_candidate_that_leads_to_a_misclassified_float32_point_of_the_box_falsifies():
+    # y_0 = 0 and y_1 = x_0 - 0.25: label 0 is misclassified where x_0 >= 0.25.
+    net = Sequential(Linear(2, 2)).double()
+    with torch.no_grad():
+        net[0].weight.copy_(torch.tensor([[0.0, 0.0], [1.0, 0.0]]))
+        net[0].bias.copy_(torch.tensor([0.0, -0.25]))
+    lower, upper = torch.zeros(3, 2, dtype=torch.float64), torch.ones(3, 2, dtype=torch.float64)
+    outcomes = [Outcome(0, 0), Outcome(1, 0), Outcome(2, 0)]
+    batch = Batch(lower, torch.zeros(3, dtype=torch.long), lower, upper, outcomes)
+    # The first lies outside the box (moved in, it is misclassified); the second is not misclassified, but a
+    # push against the margin's gradient finds a point that is; the third's margin is positive.
+    points = torch.tensor([[1.5, 0.1], [0.2, 0.1], [0.1, 0.1]], dtype=torch.float64)
+    falsify(net, batch, torch.arange(3), points, torch.tensor([-1.0, 0.0, 0.5], dtype=torch.float64), "test")
+    assert [o.status for o in outcomes] == ["falsified", "falsified", "unknown"]
+    for outcome in outcomes[:2]:
+        witness = outcome.witness
+        assert torch.equal(witness, witness.float().double())  # float32 numbers
+        assert bool((witness >= 0).all() and (witness <= 1).all()) and float(witness[0]) >= 0.25
+        assert outcome.margin <= 0
 
 
 def test_the_cascade_records_who_decided_each_image():
