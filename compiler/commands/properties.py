@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from torch import Tensor
 
     from daic.compiler.commands.property_witnesses import Float32Network
+    from daic.compiler.exchange.onnx_in import ImportedNetwork
     from daic.runtime.training.distributed import Group
 
 ANSWERS = {"verified": "unsat", "falsified": "sat", "unknown": "unknown", "error": "error"}
@@ -120,6 +121,20 @@ class Certifier:
     relu: str
     identity: dict[str, Any]
     float32: Float32Network
+    source: ImportedNetwork | None = None  # an ONNX network: its input's shape and order of values
+
+    def in_onnx_order(self, values: list) -> list:
+        """Values of the network's flattened input in the order a property's X_i count them (the ONNX
+        input's, which an import may regroup: `ImportedNetwork.layout`)."""
+        from daic.compiler.exchange.onnx_in import in_onnx_order
+
+        return values if self.source is None else in_onnx_order(self.source, values)
+
+    def in_daic_order(self, values: list) -> list:
+        """A property's values of X_0, X_1, ... in the order of the network's flattened input."""
+        if self.source is None or self.source.layout is None:
+            return values
+        return [values[at] for at in self.source.layout.tolist()]
 
 
 @dataclass
@@ -148,10 +163,11 @@ class Networks:
 
         from daic.compiler.commands.verify import _sha256
 
+        source = None
         if net.endswith(".onnx"):
             if self.weights is not None:
                 raise CommandError(f"{net} holds its weights: omit --weights", exit_code=2)
-            model, shape = _onnx(net)
+            model, shape, source = _onnx(net)
             relu = "hybrid"
             identity = {"net": str(Path(net).resolve()), "weights_sha256": _sha256(net)}
         elif self.weights is None:
@@ -164,13 +180,13 @@ class Networks:
             identity = {"net": str(Path(net).resolve()), "weights_sha256": _sha256(self.weights)}
         from daic.compiler.commands.property_witnesses import Float32Network
 
-        checker = Float32Network.of(model, net if net.endswith(".onnx") else None)
+        checker = Float32Network.of(model, source)
         model = copy.deepcopy(model).to(self.device).double().eval()
         with torch.no_grad():
             outputs = (
                 model(torch.zeros(1, *shape, dtype=torch.float64, device=self.device)).flatten(1).shape[1]
             )
-        return Certifier(model, tuple(shape), int(outputs), relu, identity, checker)
+        return Certifier(model, tuple(shape), int(outputs), relu, identity, checker, source)
 
 
 def _onnx(path: str):
@@ -181,7 +197,7 @@ def _onnx(path: str):
         imported = import_onnx(path)
     except ImportFailure as exc:
         raise CommandError(str(exc), exit_code=2) from None
-    return imported.model, imported.network.input_shape
+    return imported.model, imported.network.input_shape, imported.source_network
 
 
 def decide(
@@ -198,7 +214,7 @@ def decide(
     searched: dict[str, Any] = {}  # the last search's effort (`Outcome.search`), for the record
     for region in prop.regions:
         within = _within(steps, started + instance.timeout)
-        witnesses = Satisfies(prop, region, certifier.model, certifier.float32, certifier.relu)
+        witnesses = Satisfies(prop, region, certifier)
         outcome = _certify(region, certifier, within, index, witnesses)
         if outcome.status == "unknown" and (empty := _no_float32_point(region)) is not None:
             outcome.message = empty
@@ -267,7 +283,7 @@ def _certify(region: Region, certifier: Certifier, steps: list, index: int, witn
     from daic.runtime.certification.specification import certify_region
 
     def box(ends: list[Fraction], direction: int) -> Tensor:
-        values = [_rounded(v, direction) for v in ends]
+        values = certifier.in_daic_order([_rounded(v, direction) for v in ends])
         # CPU: the property's box, made on the host; `certify_region` moves it to the network's device
         return torch.tensor(values, dtype=torch.float64).reshape(certifier.input_shape)
 
@@ -328,7 +344,7 @@ def _witness(point: Tensor, certifier: Certifier) -> dict[str, list[float]]:
     """The counterexample as VNN-COMP reports it: its inputs (float32 numbers) and the outputs the checker
     computed there."""
     outputs = certifier.float32.run(point.unsqueeze(0))[0]
-    return {"X": point.reshape(-1).tolist(), "Y": outputs.tolist()}
+    return {"X": certifier.in_onnx_order(point.reshape(-1).tolist()), "Y": outputs.tolist()}
 
 
 def vnncomp_text(row: dict[str, Any]) -> str:

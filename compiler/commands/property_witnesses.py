@@ -27,6 +27,8 @@ from daic.runtime.certification.witness import Witnesses, output_bounds
 if TYPE_CHECKING:
     from torch import nn
 
+    from daic.compiler.commands.properties import Certifier
+    from daic.compiler.exchange.onnx_in import ImportedNetwork
     from daic.compiler.exchange.vnnlib_in import Property, Region
 
 ONNXRUNTIME = "onnxruntime float32"
@@ -41,15 +43,16 @@ class Float32Network:
         self.run, self.name = run, name
 
     @classmethod
-    def of(cls, model: nn.Module, onnx_path: str | None) -> Float32Network:
-        """onnxruntime on `onnx_path` where both exist, else a float32 copy of `model`."""
-        if onnx_path is not None:
+    def of(cls, model: nn.Module, source: ImportedNetwork | None) -> Float32Network:
+        """onnxruntime on the ONNX file `source` was read from, where there is one and onnxruntime is
+        installed, else a float32 copy of `model`."""
+        if source is not None:
             try:
                 import onnxruntime
             except ImportError:
                 pass
             else:
-                return cls(_session_runner(onnxruntime, onnx_path), ONNXRUNTIME)
+                return cls(_session_runner(onnxruntime, source), ONNXRUNTIME)
         import copy
 
         fast = copy.deepcopy(model).float().eval()
@@ -61,42 +64,33 @@ class Float32Network:
         return cls(run, TORCH)
 
 
-def _session_runner(onnxruntime, path: str) -> Callable[[Tensor], Tensor]:
-    """Runs the ONNX file one point at a time (its input's declared shape, whatever its batch axis)."""
+def _session_runner(onnxruntime, source: ImportedNetwork) -> Callable[[Tensor], Tensor]:
+    """Runs the ONNX file one point at a time, each in the file's own input shape and order of values."""
+    from daic.compiler.exchange.onnx_in import onnx_inputs
+
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = 1
-    session = onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
-    given = session.get_inputs()[0]
-    fixed = [d if isinstance(d, int) else 1 for d in given.shape]
+    session = onnxruntime.InferenceSession(source.source, options, providers=["CPUExecutionProvider"])
+    name = session.get_inputs()[0].name
 
     def run(points: Tensor) -> Tensor:
-        outputs = []
-        for point in points.detach().cpu().float().numpy():
-            shape = fixed if len(fixed) and point.size == _product(fixed) else [1, *point.shape]
-            (y, *_) = session.run(None, {given.name: point.reshape(shape)})
-            outputs.append(torch.from_numpy(y.astype("float64").reshape(-1)))
+        rows = onnx_inputs(source, points.detach().cpu().float().numpy())
+        outputs = [
+            torch.from_numpy(session.run(None, {name: row})[0].astype("float64").reshape(-1)) for row in rows
+        ]
         # CPU: onnxruntime's outputs, read on the host where exact arithmetic checks them
         return torch.stack(outputs) if outputs else torch.zeros(0, 0, dtype=torch.float64)
 
     return run
 
 
-def _product(shape: list[int]) -> int:
-    total = 1
-    for d in shape:
-        total *= d
-    return total
-
-
 class Satisfies(Witnesses):
     """A VNN-LIB property's witnesses in one of its cases (`region`) on a network: see the module
-    docstring. `model` is the float64 network (the stored weights, exactly), `checker` its float32 run."""
+    docstring, on the `certifier`'s float64 network (the stored weights, exactly) and its float32 run."""
 
-    def __init__(
-        self, prop: Property, region: Region, model: nn.Module, checker: Float32Network, relu: str
-    ) -> None:
-        self.prop, self.region, self.model, self.float32, self.relu = prop, region, model, checker, relu
-        self.checker = checker.name
+    def __init__(self, prop: Property, region: Region, certifier: Certifier) -> None:
+        self.prop, self.region, self.certifier = prop, region, certifier
+        self.checker = certifier.float32.name
         self.read = [(float(lo), float(hi)) for lo, hi in zip(region.lower, region.upper, strict=True)]
 
     def _as_written(self, point: list[float]) -> list[Fraction] | None:
@@ -115,14 +109,15 @@ class Satisfies(Witnesses):
         if len(points) == 0:
             # CPU: verdicts are made on the host (see the end)
             return torch.zeros(0, dtype=torch.bool)
-        low, high = (bound.tolist() for bound in output_bounds(self.model, points, self.relu))
-        checked = self.float32.run(points).tolist()
+        certifier = self.certifier
+        low, high = (bound.tolist() for bound in output_bounds(certifier.model, points, certifier.relu))
+        checked = certifier.float32.run(points).tolist()
         found = []
         for k, point in enumerate(points.flatten(1).tolist()):
             if not all(math.isfinite(v) for v in (*low[k], *high[k], *checked[k])):
                 found.append(False)  # an output that overflows proves nothing either way
                 continue
-            x = self._as_written(point)
+            x = self._as_written(certifier.in_onnx_order(point))
             if x is None:
                 found.append(False)
                 continue

@@ -23,6 +23,11 @@ def net_text(imported: ImportedNetwork) -> str:
     shape = imported.input_shape
     annotation = [shape[1], shape[2], shape[0]] if len(shape) == 3 else list(shape)
     lines = [f"# Imported by `daic import` from {Path(imported.source).name}."]
+    if imported.layout is not None:
+        lines.append(
+            f"# The ONNX input, of shape {list(imported.onnx_shape)}, is regrouped into this network's input"
+            " (a transposition or reshaping before its first layer): its values come in another order."
+        )
     lines += _lines(imported.layers, 0, {"input_shape": annotation})
     return "\n".join(lines) + "\n"
 
@@ -64,11 +69,13 @@ def _value(value: Any) -> str:
 
 @dataclass
 class Imported:
-    """An ONNX network as daic holds it: the `.net` text, the checked network and its runtime module."""
+    """An ONNX network as daic holds it: the `.net` text, the checked network, its runtime module, and
+    what was read (`source_network`: the ONNX input's shape and order of values among it)."""
 
     text: str
     network: Network
     model: nn.Module
+    source_network: ImportedNetwork
 
 
 def import_onnx(path: str | Path) -> Imported:
@@ -85,7 +92,7 @@ def import_onnx(path: str | Path) -> Imported:
         )
     model = lower_network(network)
     _load(imported.layers, list(model))
-    return Imported(text, network, model.eval())
+    return Imported(text, network, model.eval(), imported)
 
 
 def _load(items: list[Item], modules: list[Any]) -> None:
@@ -120,23 +127,20 @@ def compare_with_onnxruntime(imported: Imported, path: str | Path) -> float:
         import onnxruntime
     except ImportError:
         return -1.0
+    from daic.compiler.exchange.onnx_in import onnx_inputs
+
     session = onnxruntime.InferenceSession(str(path))
     # CPU: onnxruntime runs on the host, beside the imported network
     probe = torch.rand(4, *imported.network.input_shape, generator=torch.Generator().manual_seed(0))
-    given = session.get_inputs()[0]
-    batch = given.shape[0] if isinstance(given.shape[0], int) else None
     with torch.no_grad():
         ours = imported.model(probe).numpy()
-    rows = [probe[i : i + 1] for i in range(len(probe))] if batch == 1 else [probe]
-    # The file's own input shape (mnistfc's (1, 784, 1) is daic's vector of 784).
-    declared = [d if isinstance(d, int) else -1 for d in given.shape[1:]]
-    try:
-        theirs = [
-            session.run(None, {given.name: row.numpy().reshape(len(row), *declared)})[0] for row in rows
-        ]
+    name = session.get_inputs()[0].name
+    try:  # one point at a time, in the file's own shape and order of values (see `onnx_inputs`)
+        rows = onnx_inputs(imported.source_network, probe.numpy())
+        theirs = [session.run(None, {name: row})[0] for row in rows]
     except Exception as exc:  # onnxruntime raises its own kinds for a model it cannot run
         raise ImportFailure(f"{path}: onnxruntime cannot run it ({str(exc).splitlines()[0][:200]})") from None
-    return float(np.abs(ours - np.concatenate(theirs).reshape(ours.shape)).max())
+    return float(np.abs(ours - np.concatenate([t.reshape(1, -1) for t in theirs]).reshape(ours.shape)).max())
 
 
 def checkpoint_state(imported: Imported, source: str | Path) -> dict[str, Any]:

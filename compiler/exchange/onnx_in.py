@@ -55,11 +55,17 @@ Item = ImportedLayer | ImportedBlock
 
 @dataclass
 class ImportedNetwork:
-    """An ONNX network as daic's layers: its input's shape (C, H, W, or (F,)) and the layers in order."""
+    """An ONNX network as daic's layers: its input's shape (C, H, W, or (F,)) and the layers in order.
+    ``layout``: where the ONNX input is regrouped before its first layer (NHWC images transposed, a vector
+    reshaped into an image), the ONNX input's flat index of each of daic's inputs (daic's flattened input
+    is the ONNX input's flattened, taken at ``layout``); None where the two orders agree. ``onnx_shape``:
+    the ONNX input's own shape, its batch axis included where it has one."""
 
     input_shape: tuple[int, ...]
     layers: list[Item]
     source: str
+    layout: np.ndarray | None = None
+    onnx_shape: tuple[int | str, ...] = ()
 
 
 def read_onnx(path: str | Path) -> ImportedNetwork:
@@ -78,8 +84,46 @@ def read_onnx(path: str | Path) -> ImportedNetwork:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ImportFailure(f"{path} is not an ONNX model onnx can read ({first})") from None
     graph = _Graph(model.graph)
-    layers = _without_identities(graph.walk(graph.input, graph.output)[0])
-    return ImportedNetwork(graph.input_shape, layers, str(path))
+    layers = _without_identities(graph.walk(graph.start, graph.output)[0])
+    _no_pad_left(layers)
+    return ImportedNetwork(graph.input_shape, layers, str(path), graph.layout, graph.onnx_shape)
+
+
+def onnx_inputs(network: ImportedNetwork, points: np.ndarray) -> list[np.ndarray]:
+    """Points of daic's input (``(K, *input_shape)``) as the ONNX file's input, one array per point (in
+    its own order of values and its own shape, a batch axis of 1 where it has one)."""
+    import numpy as np
+
+    flat = points.reshape(len(points), -1)
+    if network.layout is not None:
+        onnx_order = np.empty_like(flat)
+        onnx_order[:, network.layout] = flat
+        flat = onnx_order
+    shape = [d if isinstance(d, int) else 1 for d in network.onnx_shape] or [1, *network.input_shape]
+    return [row.reshape(shape) for row in flat]
+
+
+def in_onnx_order(network: ImportedNetwork, values: list) -> list:
+    """Values of daic's flattened input put in the ONNX input's order of values."""
+    if network.layout is None:
+        return values
+    ordered = list(values)
+    for k, at in enumerate(network.layout.tolist()):
+        ordered[at] = values[k]
+    return ordered
+
+
+def _no_pad_left(items: list[Item]) -> None:
+    """Refuses a Pad that no convolution or average pooling took into its padding (`onnx_ops.pad`)."""
+    for item in items:
+        if isinstance(item, ImportedBlock):
+            for branch in item.branches:
+                _no_pad_left(branch)
+        elif item.kind == "Pad":
+            raise ImportFailure(
+                f"node {item.node} (Pad): daic pads only as a convolution or an average pooling does; this "
+                "Pad is read by neither"
+            )
 
 
 def _without_identities(items: list[Item]) -> list[Item]:
@@ -106,21 +150,28 @@ class _Graph:
         from onnx import numpy_helper
 
         self.constants: dict[str, np.ndarray] = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
+        self.shapes = {v.name: _dims(v) for v in (*graph.input, *graph.value_info, *graph.output)}
         for node in graph.node:
             if node.op_type == "Constant":
                 self.constants[node.output[0]] = _constant_value(node)
+            elif node.op_type == "Shape" and (known := self._known_dims(node.input[0])) is not None:
+                self.constants[node.output[0]] = _sliced_shape(node, known)
             elif node.op_type not in SHAPE_OPS and all(not i or i in self.constants for i in node.input):
                 self.constants.update(_folded(node, self.constants))
-        self.shapes = {v.name: _dims(v) for v in (*graph.input, *graph.value_info, *graph.output)}
         inputs = [i.name for i in graph.input if i.name not in self.constants]
         if len(inputs) != 1 or len(graph.output) != 1:
+            names = ", ".join(repr(n) for n in [*inputs, *(o.name for o in graph.output)])
             raise ImportFailure(
-                f"the graph has {len(inputs)} inputs and {len(graph.output)} outputs: daic reads networks "
-                "of one input and one output"
+                f"the graph has {len(inputs)} inputs and {len(graph.output)} outputs ({names}): daic's "
+                "language writes networks of one input and one output"
             )
         self.input, self.output = inputs[0], graph.output[0].name
+        dims = self.shapes.get(self.input) or []
+        self.onnx_shape = tuple(dims)
+        self.batched = len(dims) != 1  # a vector without a batch axis is the one input that has none
         static = self._static(graph.node)
-        self.input_shape = self._input_shape(graph.node, static)
+        self.start, self.layout, regrouped = self._regrouped_input(graph.node, static)
+        self.input_shape = regrouped or self._input_shape(graph.node, static)
         self.nodes = {node.output[0]: node for node in graph.node}
         self.order = {node.output[0]: i for i, node in enumerate(graph.node)}
         self.readers: dict[str, list[Any]] = {}
@@ -135,6 +186,8 @@ class _Graph:
         """(C, H, W) or (F,): the input's shape but its batch; another rank is read as the vector it is
         when the network flattens it first (mnistfc's (1, 784, 1))."""
         shape = self.shapes.get(self.input)
+        if not self.batched and isinstance(shape[0], int):
+            return (shape[0],)  # a vector without a batch axis
         known = shape is not None and len(shape) >= 2 and all(isinstance(d, int) for d in shape[1:])
         if known and len(shape) in (2, 4):
             return tuple(shape[1:])
@@ -155,12 +208,13 @@ class _Graph:
         )
 
     def _static(self, nodes: Iterable[Any]) -> set[str]:
-        """Values computed from shapes and constants only (a Reshape's target, computed from Shape)."""
+        """Values computed from shapes and constants only (a Reshape's target, computed from Shape), the
+        constants among them."""
         static: set[str] = set(self.constants)
         for node in nodes:  # ONNX lists nodes in topological order
             if node.op_type in SHAPE_OPS or all(not i or i in static for i in node.input):
                 static.update(node.output)
-        return static - set(self.constants)
+        return static
 
     def constant(self, name: str, node) -> np.ndarray:
         if name not in self.constants:
@@ -171,8 +225,49 @@ class _Graph:
         return self.constants[name]
 
     def shape(self, value: str) -> tuple[int, ...] | None:
+        """The value's shape but its batch axis, where every dimension is known."""
         dims = self.shapes.get(value)
-        return None if dims is None or any(not isinstance(d, int) for d in dims[1:]) else tuple(dims[1:])
+        if dims is None:
+            return None
+        dims = dims[1:] if self.batched else dims
+        return None if any(not isinstance(d, int) for d in dims) else tuple(dims)
+
+    def _known_dims(self, value: str) -> list[int] | None:
+        """The value's dimensions, a symbolic batch axis read as 1 (what a Shape node of it computes for
+        one input); None where another is unknown."""
+        dims = self.shapes.get(value)
+        if not dims or any(not isinstance(d, int) for d in dims[1:]):
+            return None
+        return [d if isinstance(d, int) else 1 for d in dims]
+
+    def _regrouped_input(self, nodes, static: set[str]) -> tuple[str, np.ndarray | None, tuple | None]:
+        """The run of Transposes and Reshapes that reads the input first, as one regrouping of its values:
+        the value after it, daic's order of the ONNX input's values (None: the same order), and the shape
+        daic's network takes; the input, None, None where no such run regroups it into an image or a
+        vector."""
+        import numpy as np
+
+        shape = self.shape(self.input)
+        if shape is None:
+            return self.input, None, None
+        order, value = np.arange(math.prod(shape)).reshape(shape), self.input
+        while True:
+            readers = [n for n in nodes if value in n.input and n.output[0] not in static]
+            if len(readers) != 1 or readers[0].op_type not in ("Transpose", "Reshape"):
+                break
+            node = readers[0]
+            if node.op_type == "Transpose":
+                order = _transposed(node, order, self.batched)
+            else:
+                after = self.shape(node.output[0]) or reshape_target(self, node, order.shape)
+                if after is None or math.prod(after) != order.size:
+                    break
+                order = order.reshape(after)
+            value = node.output[0]
+        if value == self.input or order.ndim not in (1, 3):
+            return self.input, None, None
+        flat = order.reshape(-1)
+        return value, (None if bool((flat == np.arange(flat.size)).all()) else flat), tuple(order.shape)
 
     def walk(self, value: str, stop: str, join: Any = None) -> tuple[list[Item], str]:
         """The layers from `value` to the graph's value `stop`, or to the node `join` (the Add or Concat
@@ -254,6 +349,44 @@ class _Graph:
             )
         convert(self, node, value, items)
         return node.output[0]
+
+
+def _transposed(node, order: np.ndarray, batched: bool) -> np.ndarray:
+    """`order` (values without the batch axis) as the Transpose `node` moves them."""
+    from onnx import helper
+
+    perm = next((list(helper.get_attribute_value(a)) for a in node.attribute if a.name == "perm"), None)
+    axes = list(range(order.ndim + batched))
+    perm = perm if perm is not None else axes[::-1]
+    if batched and perm[0] != 0:
+        raise ImportFailure(f"node {node_name(node)} (Transpose): perm {perm} moves the batch axis")
+    return order.transpose([p - 1 for p in perm[1:]] if batched else perm)
+
+
+def reshape_target(graph, node, before: tuple[int, ...]) -> tuple[int, ...] | None:
+    """A Reshape's output shape (batch axis left out) from its target, where shape inference left it
+    unknown but the target is a constant (computed from known shapes): 0 copies a dimension, -1 is what
+    is left."""
+    target = graph.constants.get(node.input[1]) if len(node.input) > 1 else None
+    if target is None:
+        return None
+    full = [1, *before] if graph.batched else list(before)
+    dims = [full[i] if int(d) == 0 else int(d) for i, d in enumerate(target.reshape(-1).tolist())]
+    if dims.count(-1) == 1:
+        known = math.prod(d for d in dims if d != -1)
+        dims[dims.index(-1)] = math.prod(full) // max(1, known)
+    if math.prod(dims) != math.prod(full) or any(d < 1 for d in dims):
+        return None
+    return tuple(dims[1:] if graph.batched else dims)
+
+
+def _sliced_shape(node, dims: list[int]) -> np.ndarray:
+    """What a Shape node computes for one input of dimensions `dims` (its start and end attributes)."""
+    import numpy as np
+    from onnx import helper
+
+    attrs = {a.name: int(helper.get_attribute_value(a)) for a in node.attribute}
+    return np.array(dims[attrs.get("start", 0) : attrs.get("end", len(dims))], dtype=np.int64)
 
 
 def _axis(node) -> int:

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from daic.compiler.exchange.onnx_in import ImportedLayer, ImportFailure, Item, node_name
+from daic.compiler.exchange.onnx_in import ImportedLayer, ImportFailure, Item, node_name, reshape_target
 
 
 def _attributes(node) -> dict[str, Any]:
@@ -70,9 +70,43 @@ def conv(graph, node, value: str, items: list[Item]) -> None:
     if normalize is not None:
         items.append(normalize)  # the form `daic export` writes a Normalize in
         return
+    params["padding"] = _with_pad(items, params["padding"])
     if "bias" not in tensors:
         params["bias"] = False
     items.append(ImportedLayer("Conv2D", params, tensors, node_name(node)))
+
+
+def _with_pad(items: list[Item], padding: int | list[int]) -> int | list[int]:
+    """`padding` and that of the Pad before the layer (`pad`), which the layer takes over."""
+    if not (items and isinstance(items[-1], ImportedLayer) and items[-1].kind == "Pad"):
+        return padding
+    extra = items.pop().params["padding"]
+    own = [padding, padding] if isinstance(padding, int) else list(padding)
+    return _pair_or_one([own[0] + extra[0], own[1] + extra[1]])
+
+
+def pad(graph, node, value: str, items: list[Item]) -> None:
+    """A constant zero padding of an image's height and width, the same on both sides of each: kept for
+    the convolution or average pooling that reads it, which pads so itself (`_with_pad`)."""
+    attrs = _attributes(node)
+    mode = attrs.get("mode", b"constant")
+    mode = mode.decode() if isinstance(mode, bytes) else str(mode)
+    pads = attrs.get("pads")
+    if len(node.input) > 1 and node.input[1]:
+        pads = graph.constant(node.input[1], node)
+    fill = attrs.get("value", 0.0)
+    if len(node.input) > 2 and node.input[2]:
+        fill = float(graph.constant(node.input[2], node).reshape(-1)[0])
+    if len(node.input) > 3 and node.input[3]:
+        raise _refuse(node, "axes given: write the pads of every axis")
+    pads = [int(p) for p in np.asarray(pads).reshape(-1)]
+    rank = len(pads) // 2
+    begin, end = pads[:rank], pads[rank:]
+    if mode != "constant" or float(fill) != 0.0:
+        raise _refuse(node, f"mode {mode} with value {fill}: daic pads with zeros")
+    if rank != 4 or begin[:2] != [0, 0] or end[:2] != [0, 0] or begin != end:
+        raise _refuse(node, f"pads {pads}: daic pads an image's height and width, the same on both sides")
+    items.append(ImportedLayer("Pad", {"padding": begin[2:]}, {}, node_name(node)))
 
 
 def _as_normalize(weight: np.ndarray, bias: np.ndarray | None, node) -> ImportedLayer | None:
@@ -157,6 +191,7 @@ def average_pool(graph, node, value: str, items: list[Item]) -> None:
     window = _window(node, attrs)
     if window["padding"] != 0 and not int(attrs.get("count_include_pad", 0)):
         raise _refuse(node, "count_include_pad 0 with padding: daic's AvgPool2D counts the zero padding")
+    window["padding"] = _with_pad(items, window["padding"])  # a Pad's zeros count in the average too
     items.append(ImportedLayer("AvgPool2D", window, {}, node_name(node)))
 
 
@@ -175,14 +210,15 @@ def flatten(graph, node, value: str, items: list[Item]) -> None:
 
 def _flatten_unless_flat(graph, value: str, node, items: list[Item]) -> None:
     shape = graph.shape(value)
-    if value == graph.input and len(graph.input_shape) == 1:
+    if value == graph.start and len(graph.input_shape) == 1:
         return  # an input of another rank, read as the vector it is
     if shape is None or len(shape) > 1:
         items.append(ImportedLayer("Flatten", {}, {}, node_name(node)))
 
 
 def reshape(graph, node, value: str, items: list[Item]) -> None:
-    before, after = graph.shape(value), graph.shape(node.output[0])
+    before = graph.shape(value)
+    after = graph.shape(node.output[0]) or (None if before is None else reshape_target(graph, node, before))
     if before is None or after is None:
         raise _refuse(node, "its shapes are unknown to onnx's shape inference: export with fixed shapes")
     if after == before:
@@ -258,6 +294,7 @@ CONVERTERS: dict[str, Callable[[Any, Any, str, list[Item]], None]] = {
     "GlobalAveragePool": global_average_pool,
     "Flatten": flatten,
     "Reshape": reshape,
+    "Pad": pad,
     **{op: elementwise for op in ("Sub", "Div", "Mul", "Add")},
     **{op: skip for op in ("Identity", "Dropout")},
 }

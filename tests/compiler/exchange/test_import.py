@@ -288,3 +288,134 @@ def test_a_concat_of_a_fork_is_a_skip_block_with_its_branches_in_order(tmp_path,
     x = torch.rand(5, 1, 6, 6)
     with torch.no_grad():
         assert torch.allclose(imported.model(x), model(x), atol=1e-5)
+
+
+class KerasStyle(nn.Module):
+    """An NHWC input (Keras's layout) transposed to NCHW, a zero Pad before a convolution, and a vector
+    regrouped into an image inside the network's input run."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pad = nn.ZeroPad2d(1)
+        self.conv = nn.Conv2d(2, 3, 3)
+        self.linear = nn.Linear(3 * 4 * 4, 4)
+
+    def forward(self, x):
+        x = self.conv(self.pad(x.permute(0, 3, 1, 2)))
+        return self.linear(torch.flatten(torch.relu(x), 1))
+
+
+class Regrouped(nn.Module):
+    """A vector input regrouped into an image (its target computed from the input's shape)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(2, 3, 3, padding=1)
+        self.linear = nn.Linear(3 * 4 * 4, 4)
+
+    def forward(self, x):
+        x = self.conv(x.reshape(x.shape[0], 2, 4, 4))
+        return self.linear(torch.flatten(torch.relu(x), 1))
+
+
+FIRST = "Conv2D filters=3 kernel_size=[3, 3] stride=[1, 1] padding=1 input_shape=[4, 4, 2]"
+"""The first layer both networks import to: the image (2, 4, 4), the Pad taken into the padding."""
+
+
+@pytest.mark.parametrize(("model", "shape"), [(KerasStyle(), (4, 4, 2)), (Regrouped(), (32,))])
+def test_an_input_transposed_or_regrouped_first_and_a_zero_pad_import_as_the_network_they_compute(
+    tmp_path, model, shape
+):
+    from daic.compiler.exchange.imported import compare_with_onnxruntime
+
+    torch.manual_seed(0)
+    source = onnx_of(model, shape, tmp_path / "m.onnx")
+    imported = import_onnx(source)
+    assert imported.network.input_shape == (2, 4, 4)
+    assert next(line for line in imported.text.splitlines() if not line.startswith("#")) == FIRST
+    assert (imported.source_network.layout is None) == isinstance(
+        model, Regrouped
+    )  # a reshape keeps the order
+    assert 0 <= compare_with_onnxruntime(imported, source) < 1e-5
+
+
+def test_a_keras_style_network_answers_properties_in_its_own_input_order(tmp_path):
+    import numpy as np
+    import onnxruntime
+
+    torch.manual_seed(0)
+    source = onnx_of(KerasStyle(), (4, 4, 2), tmp_path / "k.onnx")
+    # Only X_1 (NHWC: row 0, column 0, channel 1) moves; a counterexample makes y_0 at least y_1 + gap.
+    lines = [f"(declare-const X_{i} Real)" for i in range(32)] + [
+        f"(declare-const Y_{j} Real)" for j in range(4)
+    ]
+    for i in range(32):
+        low, high = ("-3.0", "3.0") if i == 1 else ("0.5", "0.5")
+        lines += [f"(assert (>= X_{i} {low}))", f"(assert (<= X_{i} {high}))"]
+    session = onnxruntime.InferenceSession(str(source))
+    ends = []
+    for end in (-3.0, 3.0):
+        x = np.full((1, 4, 4, 2), 0.5, dtype=np.float32)
+        x[0, 0, 0, 1] = end
+        ends.append(session.run(None, {"x": x})[0][0])
+    gap = max(float(y[0] - y[1]) for y in ends) - 1e-3  # reached at an end of X_1's interval
+    (tmp_path / "k.vnnlib").write_text("\n".join([*lines, f"(assert (>= (- Y_0 Y_1) {gap!r}))"]) + "\n")
+    result = CliRunner().invoke(main, ["verify", str(source), "--vnnlib", str(tmp_path / "k.vnnlib")])
+    assert result.exit_code == 0 and result.stdout.startswith("sat"), result.output
+    (row,) = [json.loads(line) for line in (tmp_path / "k.verify.jsonl").read_text().splitlines()]
+    x = np.array(row["witness"]["X"], dtype=np.float32)
+    assert np.all(np.delete(x, 1) == 0.5) and -3.0 <= x[1] <= 3.0
+    (y,) = session.run(None, {"x": x.reshape(1, 4, 4, 2)})[0]
+    assert float(y[0]) - float(y[1]) >= gap and y.tolist() == pytest.approx(row["witness"]["Y"], abs=0)
+
+
+def test_a_pad_only_max_pooling_reads_and_a_graph_of_two_inputs_are_refused_by_name(tmp_path):
+    import onnx
+    from onnx import TensorProto, helper
+
+    padded = onnx_of(
+        nn.Sequential(nn.ZeroPad2d(1), nn.MaxPool2d(2), nn.Flatten()), (1, 4, 4), tmp_path / "p.onnx"
+    )
+    result = CliRunner().invoke(main, ["import", str(padded)])
+    assert (
+        result.exit_code == 2
+        and "(Pad): daic pads only as a convolution or an average pooling does" in result.stderr
+    )
+    nodes = [helper.make_node("Add", ["a", "b"], ["y"])]
+    values = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 2]) for n in "aby"]
+    graph = helper.make_graph(nodes, "two", values[:2], values[2:])
+    onnx.save(
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(tmp_path / "two.onnx")
+    )
+    result = CliRunner().invoke(main, ["import", str(tmp_path / "two.onnx")])
+    assert result.exit_code == 2 and "the graph has 2 inputs and 1 outputs ('a', 'b', 'y')" in result.stderr
+
+
+def test_a_vector_input_without_a_batch_axis_is_read_as_the_vector_it_is(tmp_path):
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from daic.compiler.exchange.imported import compare_with_onnxruntime
+
+    generator = torch.Generator().manual_seed(0)
+    arrays = [numpy_helper.from_array(torch.randn(*s, generator=generator).numpy(), n)
+              for n, s in (("w", (6, 4)), ("b", (4,)), ("v", (4, 2)))]  # fmt: skip
+    steps = [
+        ("MatMul", ["x", "w"], "h"),
+        ("Add", ["h", "b"], "a"),
+        ("Relu", ["a"], "r"),
+        ("MatMul", ["r", "v"], "y"),
+    ]
+    nodes = [helper.make_node(op, inputs, [out]) for op, inputs, out in steps]
+    ends = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [k]) for n, k in (("x", 6), ("y", 2))]
+    graph = helper.make_graph(nodes, "flat", ends[:1], ends[1:], arrays)
+    path = tmp_path / "flat.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+    imported = import_onnx(path)
+    assert imported.network.input_shape == (6,)
+    assert imported.text.splitlines()[1:] == [
+        "Linear out=4 input_shape=[6]",
+        "ReLU",
+        "Linear out=2 bias=False",
+    ]
+    assert 0 <= compare_with_onnxruntime(imported, path) < 1e-5
