@@ -300,7 +300,7 @@ def _fast_layout(x: Tensor) -> Tensor:
     small input). Not on other devices, nor float64 (no oneDNN there). Terms of a hybrid zonotope stay
     NCHW: their sum over terms, in every interval concretization, would come out NCHW and mix layouts.
     """
-    if x.dim() == 4 and x.device.type == "cpu" and x.dtype == torch.float32:
+    if x.dim() == 4 and x.device.type == "cpu" and x.dtype == torch.float32 and not _exporting():
         x = x.contiguous(memory_format=torch.channels_last)
         _, c, h, w = x.shape
         canonical = (c * h * w, 1, w * c, c)
@@ -313,6 +313,13 @@ def _fast_layout(x: Tensor) -> Tensor:
                 return x.as_strided(x.shape, canonical)
             return torch.empty_strided(x.shape, canonical, dtype=x.dtype).copy_(x)
     return x
+
+
+def _exporting() -> bool:
+    """Whether the network is being traced for export (ONNX, torch.export): a layout is no part of the
+    function, and the strided view `_fast_layout` takes would be written into the graph (an `as_strided`
+    Gather that no verifier, daic's import included, reads as a layer)."""
+    return torch.onnx.is_in_onnx_export() or torch.jit.is_tracing() or torch.compiler.is_compiling()
 
 
 class _FlattenChannelsLast(torch.autograd.Function):

@@ -419,3 +419,17 @@ def test_a_vector_input_without_a_batch_axis_is_read_as_the_vector_it_is(tmp_pat
         "Linear out=2 bias=False",
     ]
     assert 0 <= compare_with_onnxruntime(imported, path) < 1e-5
+
+
+def test_a_one_channel_network_exports_as_its_layers_and_imports_back(tmp_path):
+    # CPU training runs one-channel maps channels-last through a strided view; traced for export, that view
+    # became an `as_strided` Gather in the graph, which daic's import (and other verifiers) refused.
+    from daic.compiler.checking.network import analyze_net
+    from daic.dsl.parser import parse_net
+    from tests.paths import EXAMPLES
+
+    network = analyze_net(parse_net((EXAMPLES / "digits_conv.net").read_text()).tree)
+    export_onnx(lower_network(network), network.input_shape, tmp_path / "digits.onnx")
+    imported = import_onnx(tmp_path / "digits.onnx")
+    kinds = [line.split()[0] for line in imported.text.splitlines() if not line.startswith("#")]
+    assert kinds == ["Conv2D", "ReLU", "Conv2D", "ReLU", "Linear", "ReLU", "Linear"]
