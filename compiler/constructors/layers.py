@@ -121,6 +121,26 @@ DECLARATIONS = [
         "Flatten",
         facts=LayerFacts(shapes.flatten, resizes=True),
     ),
+    _layer(
+        "Regroup",
+        "Puts the values in another order or shape, exactly in every domain (a vector into an image, an "
+        "image's channels last, and back; what ONNX's Reshape and Transpose do): the input's values, in "
+        "daic's order (channels, rows, columns), are read as an array of the dimensions `view`, its axes "
+        "are put in the order `axes`, and the result is read as `shape`.",
+        "Regroup",
+        Param("shape", ListOf(INT), doc="The output: [H, W, C] or [features].", low=1),
+        Param(
+            "view",
+            ListOf(INT),
+            None,
+            "The dimensions the input's values are read as (default: its own).",
+            low=1,
+        ),
+        Param("axes", ListOf(INT), None, "The order of `view`'s axes (default: as they are).", low=0),
+        facts=LayerFacts(
+            shapes.regroup, resizes=True, inputs=lambda shape, _first: {"in_shape": tuple(shape)}
+        ),
+    ),
     # Blocks: the paper's residual (ParNet1/ParNet2/ParSum) and concatenating (SkipNet1/SkipNet2/SkipCat)
     # branches. The lowering builds Residual and Concat from a whole block; the heads themselves lower to
     # nothing, hence no target.

@@ -67,6 +67,29 @@ def flatten(shape: Shape, args: Mapping[str, object]) -> Shape:
     return (math.prod(shape),)
 
 
+def regroup(shape: Shape, args: Mapping[str, object]) -> Shape:
+    """The output of a Regroup: `shape` as the listings write it ([H, W, C] or [N]), after `view` (the
+    input's values read as these dimensions) and `axes` (their order) are checked to keep the count."""
+    listed = tuple(args["shape"])  # type: ignore[arg-type]
+    if len(listed) not in (1, 3):
+        raise ShapeError("`shape` is an image [height, width, channels] or a vector [features]", "shape")
+    out = (listed[2], listed[0], listed[1]) if len(listed) == 3 else listed
+    count = math.prod(shape)
+    view = tuple(args.get("view") or shape)  # type: ignore[arg-type]
+    if math.prod(view) != count:
+        raise ShapeError(
+            f"`view` {list(view)} holds {math.prod(view)} values; the input holds {count}", "view"
+        )
+    axes = tuple(args.get("axes") or range(len(view)))  # type: ignore[arg-type]
+    if sorted(axes) != list(range(len(view))):
+        raise ShapeError(f"`axes` {list(axes)} must order the {len(view)} dimensions of `view`", "axes")
+    if math.prod(out) != count:
+        raise ShapeError(
+            f"`shape` {list(listed)} holds {math.prod(out)} values; the input holds {count}", "shape"
+        )
+    return out  # type: ignore[return-value]
+
+
 def normalize(shape: Shape, args: Mapping[str, object]) -> Shape:
     mean, std = args["mean"], args["std"]
     for name, values in (("mean", mean), ("std", std)):

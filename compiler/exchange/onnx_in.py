@@ -224,6 +224,11 @@ class _Graph:
             )
         return self.constants[name]
 
+    def only_reader(self, value: str) -> Any:
+        """The one node that reads the data `value`, if one alone does."""
+        readers = self.readers.get(value, [])
+        return readers[0] if len(readers) == 1 else None
+
     def shape(self, value: str) -> tuple[int, ...] | None:
         """The value's shape but its batch axis, where every dimension is known."""
         dims = self.shapes.get(value)
@@ -257,7 +262,7 @@ class _Graph:
                 break
             node = readers[0]
             if node.op_type == "Transpose":
-                order = _transposed(node, order, self.batched)
+                order = transposed(node, order, self.batched)
             else:
                 after = self.shape(node.output[0]) or reshape_target(self, node, order.shape)
                 if after is None or math.prod(after) != order.size:
@@ -338,7 +343,8 @@ class _Graph:
         return {key for key in seen if self._is_join(self.nodes[key])}
 
     def _layer(self, node, value: str, items: list[Item]) -> str:
-        """Appends the layer of `node` (which reads the data `value`) and returns the value it writes."""
+        """Appends the layer of `node` (which reads the data `value`) and returns the value it writes (the
+        last of the nodes it took, for a converter that takes a run of them)."""
         from daic.compiler.exchange.onnx_ops import CONVERTERS
 
         convert = CONVERTERS.get(node.op_type)
@@ -347,20 +353,23 @@ class _Graph:
                 f"node {node_name(node)}: daic has no layer for the ONNX operator {node.op_type} (it reads "
                 f"{', '.join(sorted(CONVERTERS))})"
             )
-        convert(self, node, value, items)
-        return node.output[0]
+        return convert(self, node, value, items) or node.output[0]
 
 
-def _transposed(node, order: np.ndarray, batched: bool) -> np.ndarray:
+def transposed(node, order: np.ndarray, batched: bool) -> np.ndarray:
     """`order` (values without the batch axis) as the Transpose `node` moves them."""
+    return order.transpose(transpose_axes(node, order.ndim, batched))
+
+
+def transpose_axes(node, rank: int, batched: bool) -> list[int]:
+    """A Transpose's `perm` over the `rank` axes but the batch (output axis i is input axis perm[i])."""
     from onnx import helper
 
     perm = next((list(helper.get_attribute_value(a)) for a in node.attribute if a.name == "perm"), None)
-    axes = list(range(order.ndim + batched))
-    perm = perm if perm is not None else axes[::-1]
+    perm = perm if perm is not None else list(range(rank + batched))[::-1]
     if batched and perm[0] != 0:
         raise ImportFailure(f"node {node_name(node)} (Transpose): perm {perm} moves the batch axis")
-    return order.transpose([p - 1 for p in perm[1:]] if batched else perm)
+    return [p - 1 for p in perm[1:]] if batched else perm
 
 
 def reshape_target(graph, node, before: tuple[int, ...]) -> tuple[int, ...] | None:

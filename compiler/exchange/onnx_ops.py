@@ -13,7 +13,14 @@ from typing import Any
 
 import numpy as np
 
-from daic.compiler.exchange.onnx_in import ImportedLayer, ImportFailure, Item, node_name, reshape_target
+from daic.compiler.exchange.onnx_in import (
+    ImportedLayer,
+    ImportFailure,
+    Item,
+    node_name,
+    reshape_target,
+    transpose_axes,
+)
 
 
 def _attributes(node) -> dict[str, Any]:
@@ -216,17 +223,57 @@ def _flatten_unless_flat(graph, value: str, node, items: list[Item]) -> None:
         items.append(ImportedLayer("Flatten", {}, {}, node_name(node)))
 
 
-def reshape(graph, node, value: str, items: list[Item]) -> None:
+def reshape(graph, node, value: str, items: list[Item]) -> str | None:
     before = graph.shape(value)
     after = graph.shape(node.output[0]) or (None if before is None else reshape_target(graph, node, before))
     if before is None or after is None:
         raise _refuse(node, "its shapes are unknown to onnx's shape inference: export with fixed shapes")
     if after == before:
-        return
+        return None
     if len(after) == 1 and after[0] == int(np.prod(before)):
         _flatten_unless_flat(graph, value, node, items)
-        return
-    raise _refuse(node, f"it reshapes {list(before)} to {list(after)}: daic reshapes only by flattening")
+        return None
+    return regroup(graph, node, value, items)
+
+
+def regroup(graph, node, value: str, items: list[Item]) -> str:
+    """A run of Reshapes and Transposes from `node` to the first value that is an image or a vector, as
+    one Regroup (the values read as `view`, its axes put in the order `axes`, read as the output); returns
+    that value."""
+    shape = graph.shape(value)
+    order, view, axes, taken = np.arange(int(np.prod(shape))).reshape(shape), None, None, node
+    while True:
+        if taken.op_type == "Transpose":
+            if axes is not None:
+                raise _refuse(taken, "a second Transpose in one run of regroupings: daic reads one")
+            view, axes = order.shape, tuple(transpose_axes(taken, order.ndim, graph.batched))
+            order = order.transpose(axes)
+        else:
+            after = graph.shape(taken.output[0]) or reshape_target(graph, taken, order.shape)
+            if after is None:
+                raise _refuse(
+                    taken, "its shapes are unknown to onnx's shape inference: export with fixed shapes"
+                )
+            order = order.reshape(after)
+        if order.ndim in (1, 3):
+            break
+        following = graph.only_reader(taken.output[0])
+        if following is None or following.op_type not in ("Reshape", "Transpose"):
+            raise _refuse(taken, f"it leaves the values as {list(order.shape)}: daic's layers read an image "
+                                 "(C, H, W) or a vector")  # fmt: skip
+        taken = following
+    view = tuple(view) if view is not None else tuple(shape)
+    axes = tuple(int(a) for a in axes) if axes is not None else tuple(range(len(view)))
+    if not np.array_equal(np.arange(order.size).reshape(view).transpose(axes).reshape(-1), order.reshape(-1)):
+        raise _refuse(taken, "a run of regroupings that is no reshape, transpose and reshape")
+    out = [order.shape[1], order.shape[2], order.shape[0]] if order.ndim == 3 else [order.size]
+    params = {"shape": out, "view": list(view), "axes": list(axes)}
+    if params["view"] == list(shape):
+        del params["view"]
+    if params["axes"] == sorted(axes):
+        del params["axes"]
+    items.append(ImportedLayer("Regroup", params, {}, node_name(node)))
+    return taken.output[0]
 
 
 def elementwise(graph, node, value: str, items: list[Item]) -> None:
@@ -283,7 +330,7 @@ def skip(graph, node, value: str, items: list[Item]) -> None:
     """The identity at test time (Identity, Dropout)."""
 
 
-CONVERTERS: dict[str, Callable[[Any, Any, str, list[Item]], None]] = {
+CONVERTERS: dict[str, Callable[[Any, Any, str, list[Item]], str | None]] = {
     "Conv": conv,
     "Gemm": gemm,
     "MatMul": matmul,
@@ -294,6 +341,7 @@ CONVERTERS: dict[str, Callable[[Any, Any, str, list[Item]], None]] = {
     "GlobalAveragePool": global_average_pool,
     "Flatten": flatten,
     "Reshape": reshape,
+    "Transpose": regroup,
     "Pad": pad,
     **{op: elementwise for op in ("Sub", "Div", "Mul", "Add")},
     **{op: skip for op in ("Identity", "Dropout")},

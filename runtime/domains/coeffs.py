@@ -182,6 +182,11 @@ class Dense:
     def reshape(self, in_shape: Sequence[int]) -> Dense:
         return self._like(self.A.reshape(*self.A.shape[:2], *in_shape))
 
+    def taken(self, at: Tensor, in_shape: Sequence[int]) -> Dense:
+        """Coefficients over another order of the same values: input value ``j``'s is this one's at
+        ``at[j]`` (a permutation), shaped ``in_shape``."""
+        return self._like(self.A.flatten(2)[:, :, at].reshape(*self.A.shape[:2], *in_shape))
+
     def l1(self) -> Tensor:
         """``(G, S)``: each row's sum of |coefficients| (for bounding rounding errors)."""
         return torch.linalg.vector_norm(self.A.flatten(2), 1, dim=2)  # no |A| copy: 3x faster

@@ -9,6 +9,7 @@ from daic.runtime.layers.decorrelation import Concretize, DecorrelateAll, Decorr
 from daic.runtime.layers.deep_loss import DeepLoss, deep_loss
 from daic.runtime.layers.normalization import BatchNorm
 from daic.runtime.layers.pooling import AvgPool2D, MaxPool2D
+from daic.runtime.layers.regroup import Regroup
 from daic.runtime.layers.taps import TAPS, Latent
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "Normalize",
     "Pass",
     "ReLU",
+    "Regroup",
     "Residual",
     "Sequential",
     "deep_loss",

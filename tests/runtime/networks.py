@@ -29,6 +29,7 @@ from daic.runtime import (
     Linear,
     MaxPool2D,
     Normalize,
+    Regroup,
     ReLU,
     Residual,
     Sequential,
@@ -101,7 +102,17 @@ def networks(draw) -> tuple[Sequential, tuple[int, int, int]]:
         std = [s * v for s, v in zip(sign, magnitude, strict=True)]
         layers.append(Normalize(mean, std))
     for _ in range(draw(st.integers(1, 5))):
-        kinds = ["conv", "relu", "avgpool", "maxpool", "abstract", "residual", "concat", "batchnorm"]
+        kinds = [
+            "conv",
+            "relu",
+            "avgpool",
+            "maxpool",
+            "abstract",
+            "residual",
+            "concat",
+            "batchnorm",
+            "regroup",
+        ]
         kind = draw(st.sampled_from(kinds))
         if kind == "conv":
             out = draw(st.integers(1, 3))
@@ -114,6 +125,12 @@ def networks(draw) -> tuple[Sequential, tuple[int, int, int]]:
             layers.append(ReLU())
         elif kind == "batchnorm":
             layers.append(BatchNorm(c))
+        elif kind == "regroup":  # rows and columns swapped, or every channel's values dealt across channels
+            if draw(st.booleans()):
+                layers.append(Regroup([w, h, c], view=(c, h, w), axes=(0, 2, 1), in_shape=(c, h, w)))
+                h, w = w, h
+            else:
+                layers.append(Regroup([h, w, c], view=(c, h * w), axes=(1, 0), in_shape=(c, h, w)))
         elif kind == "avgpool" and min(h, w) >= 2:
             k = draw(st.integers(1, 2))
             p = draw(st.integers(0, k // 2))

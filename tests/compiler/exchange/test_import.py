@@ -433,3 +433,51 @@ def test_a_one_channel_network_exports_as_its_layers_and_imports_back(tmp_path):
     imported = import_onnx(tmp_path / "digits.onnx")
     kinds = [line.split()[0] for line in imported.text.splitlines() if not line.startswith("#")]
     assert kinds == ["Conv2D", "ReLU", "Conv2D", "ReLU", "Linear", "ReLU", "Linear"]
+
+
+class Inner(nn.Module):
+    """Regroupings inside the network: a vector into an image, rows and columns swapped, and an NHWC
+    flattening (Keras's order) before the last linear layer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first = nn.Linear(5, 32)
+        self.conv = nn.Conv2d(2, 3, 3, padding=1)
+        self.last = nn.Linear(48, 4)
+
+    def forward(self, x):
+        x = torch.relu(self.first(x)).reshape(-1, 2, 4, 4)
+        x = torch.relu(self.conv(x)).transpose(2, 3)
+        return self.last(x.permute(0, 2, 3, 1).reshape(-1, 48))
+
+
+def test_regroupings_inside_a_network_import_as_regroup_layers_that_compute_and_certify_the_same(tmp_path):
+    from daic.compiler.exchange.imported import compare_with_onnxruntime
+    from daic.runtime.certification.verification import CROWNBound
+
+    torch.manual_seed(1)
+    model = Inner().eval()
+    source = onnx_of(model, (5,), tmp_path / "inner.onnx")
+    imported = import_onnx(source)
+    layers = [line for line in imported.text.splitlines() if not line.startswith("#")]
+    assert layers == [
+        "Linear out=32 input_shape=[5]",
+        "ReLU",
+        "Regroup shape=[4, 4, 2]",
+        "Conv2D filters=3 kernel_size=[3, 3] stride=[1, 1] padding=1",
+        "ReLU",
+        "Regroup shape=[4, 3, 4] axes=[2, 1, 0]",
+        "Linear out=4",
+    ]  # fmt: skip (the exporter writes the two transpositions as one)
+    assert 0 <= compare_with_onnxruntime(imported, source) < 1e-5
+    ours = imported.model.double()
+    lower, upper = torch.full((2, 5), -0.2, dtype=torch.float64), torch.full((2, 5), 0.3, dtype=torch.float64)
+    lower[1] += 0.1
+    with torch.no_grad():
+        bounds = CROWNBound().margins(ours, lower, upper, torch.tensor([0, 1]), "hybrid")
+        points = lower + (upper - lower) * torch.rand(256, 2, 5, dtype=torch.float64)
+        logits = model.double()(points.reshape(-1, 5)).reshape(256, 2, 4)
+    for b, t in enumerate((0, 1)):
+        others = [j for j in range(4) if j != t]
+        sampled = (logits[:, b, t : t + 1] - logits[:, b, others]).amin(0)
+        assert bool((bounds[b] <= sampled + 1e-9).all())
