@@ -141,8 +141,10 @@ def gemm(graph, node, value: str, items: list[Item]) -> None:
 
 
 def matmul(graph, node, value: str, items: list[Item]) -> None:
+    if node.input[0] != value:
+        raise _refuse(node, "the data is its right operand (W x, a column): daic reads x W, data on the left")
     w = graph.constant(node.input[1], node)
-    if node.input[0] != value or w.ndim != 2:
+    if w.ndim != 2:
         raise _refuse(node, "daic reads a MatMul of the data by a constant matrix (a linear layer)")
     _linear(graph, node, value, {"weight": w.T}, items)
 

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from daic.runtime.data.tensors import to_device
+from daic.runtime.layers.base import placement
 
 
 def _input_grad(model: nn.Module, x: Tensor, target: Tensor) -> Tensor:
@@ -222,7 +223,7 @@ class Attacker:
 
     def float32(self) -> nn.Module:
         """The network as float32 runs it: the float32 copy of a float64 network, else the network."""
-        if next(self.model.parameters()).dtype != torch.float64:
+        if placement(self.model)[1] != torch.float64:
             return self.model
         if self._fast is None:
             self._fast = copy.deepcopy(self.model).float()

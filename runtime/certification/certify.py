@@ -33,6 +33,7 @@ from daic.runtime.certification.witness import Misclassified, Witnesses
 from daic.runtime.domains.balls import certified_balls
 from daic.runtime.domains.element import margin_others
 from daic.runtime.domains.rounding import outward_rounding
+from daic.runtime.layers.base import placement
 
 STATUSES = ("verified", "falsified", "unknown", "error")
 CLEAN = "clean"  # what falsified a misclassified image: the image itself
@@ -308,15 +309,15 @@ def certify(
     if any(step.complete for step in steps):
         batch = min(batch, COMPLETE_BATCH)
     names = list(range(len(y))) if indices is None else list(indices)
-    parameter = next(model.parameters())
+    device, dtype = placement(model)
     attacker = Attacker(model)
     done: list[Outcome] = []
     was_training = model.training
     model.eval()
     try:
         for start in range(0, len(y), batch):
-            xb = x[start : start + batch].to(device=parameter.device, dtype=parameter.dtype)
-            yb = y[start : start + batch].to(parameter.device)
+            xb = x[start : start + batch].to(device=device, dtype=dtype)
+            yb = y[start : start + batch].to(device)
             lower, upper, inner_lower, inner_upper = certified_balls(xb, epsilon, value_range)
             outcomes = [Outcome(names[start + i], int(label)) for i, label in enumerate(yb.tolist())]
             work = Batch(xb, yb, lower, upper, outcomes, relu, inner_lower, inner_upper, attacker)

@@ -18,6 +18,7 @@ from daic.runtime.certification.attacks import mifgsm, pgd
 from daic.runtime.certification.certify import Batch, Outcome, Step, cascade, certify_batch
 from daic.runtime.certification.verification import HBoxBound
 from daic.runtime.domains.balls import certified_balls, clipped_ball
+from daic.runtime.layers.base import placement
 
 
 class Test:
@@ -132,12 +133,12 @@ def _passed(
     batch: int, relu: str, progress: Callable[[str, int, int], None] | None,
 ) -> int:  # fmt: skip
     """How many of the images pass `test` on `net`, a batch of the test's size at a time."""
-    parameter = next(net.parameters())
+    device, dtype = placement(net)
     size = test.batch_size(net, tuple(x.shape[1:]), batch)
     passed = 0
     for start in range(0, len(y), size):
-        xb = x[start : start + size].to(device=parameter.device, dtype=parameter.dtype)
-        yb = y[start : start + size].to(parameter.device)
+        xb = x[start : start + size].to(device=device, dtype=dtype)
+        yb = y[start : start + size].to(device)
         if test.needs_float64:  # certification: boxes that contain the balls in exact arithmetic
             lower, upper = certified_balls(xb, epsilon, value_range)[:2]
         else:

@@ -20,6 +20,7 @@ from daic.runtime.certification.certify import Batch, Outcome, Step, certify_bat
 from daic.runtime.certification.witness import Witnesses
 from daic.runtime.layers.activation import ReLU
 from daic.runtime.layers.affine import Linear
+from daic.runtime.layers.base import placement
 from daic.runtime.layers.containers import Sequential
 
 
@@ -94,13 +95,13 @@ def certify_region(
     boxes have its input's shape (no batch). Without `witnesses`, a point falsifies where the appended
     layers' margin is at most zero exactly and in float32 (`Misclassified`): the property as the clauses'
     tensors state it, whose constants were rounded; a property read from a file checks itself as written."""
-    parameter = next(model.parameters())
+    device, dtype = placement(model)
     outputs = _outputs(model, outer[0])
-    spec = Sequential(*_children(model), *clause_layers(clauses, outputs)).to(parameter.device)
-    lower, upper = (t.to(parameter.device, parameter.dtype).unsqueeze(0) for t in outer)
-    inner_lower, inner_upper = (t.to(parameter.device, parameter.dtype).unsqueeze(0) for t in inner)
+    spec = Sequential(*_children(model), *clause_layers(clauses, outputs)).to(device)
+    lower, upper = (t.to(device, dtype).unsqueeze(0) for t in outer)
+    inner_lower, inner_upper = (t.to(device, dtype).unsqueeze(0) for t in inner)
     x = torch.minimum(torch.maximum((inner_lower + inner_upper) / 2, inner_lower), inner_upper)
-    y = torch.zeros(1, dtype=torch.long, device=parameter.device)
+    y = torch.zeros(1, dtype=torch.long, device=device)
     batch = Batch(
         x, y, lower, upper, [Outcome(index, 0)], relu, inner_lower, inner_upper, witnesses=witnesses
     )
@@ -117,6 +118,5 @@ def _children(model: nn.Module) -> list[nn.Module]:
 
 
 def _outputs(model: nn.Module, lower: Tensor) -> int:
-    parameter = next(model.parameters())
     with torch.no_grad():
-        return int(model(lower.unsqueeze(0).to(parameter.device, parameter.dtype)).flatten(1).shape[1])
+        return int(model(lower.unsqueeze(0).to(*placement(model))).flatten(1).shape[1])

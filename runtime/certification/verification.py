@@ -32,6 +32,7 @@ from daic.runtime.domains.coeffs import Dense
 from daic.runtime.domains.element import margin_others
 from daic.runtime.domains.symbolic import LayerSlopes, Symbolic
 from daic.runtime.layers import DecorrelateMin, ReLU
+from daic.runtime.layers.base import placement
 
 INTERMEDIATE = ("crown", "box", "hbox", "best")
 LAYERS = ("output", "all")
@@ -213,9 +214,9 @@ def relu_neurons(model: nn.Module, shape: tuple[int, ...]) -> int:
         if isinstance(m, ReLU)
     ]
     try:
-        parameter = next(model.parameters())
+        device, dtype = placement(model)
         with torch.no_grad():
-            model(torch.zeros(1, *shape, device=parameter.device, dtype=parameter.dtype))
+            model(torch.zeros(1, *shape, device=device, dtype=dtype))
     finally:
         for hook in hooks:
             hook.remove()
@@ -232,15 +233,8 @@ def widest_activation(model: nn.Module, shape: tuple[int, ...]) -> int:
     ]
     try:
         with torch.no_grad():
-            parameter = next(model.parameters(), None)
-            model(
-                torch.zeros(
-                    1,
-                    *shape,
-                    device=parameter.device if parameter is not None else "cpu",
-                    dtype=parameter.dtype if parameter is not None else torch.float32,
-                )
-            )
+            device, dtype = placement(model)
+            model(torch.zeros(1, *shape, device=device, dtype=dtype))
     finally:
         for hook in hooks:
             hook.remove()

@@ -25,6 +25,7 @@ from torch import Tensor, nn
 from daic.runtime.context import AbstractContext
 from daic.runtime.domains.box import Box
 from daic.runtime.domains.rounding import outward_rounding
+from daic.runtime.layers.base import placement
 
 PUSHES = (2.0**-20, 2.0**-12, 2.0**-6, 2.0**-2, 1.0)
 """The fractions of the box's width a refused candidate is moved by against the margin's gradient (each
@@ -137,5 +138,4 @@ def _some_other_at_least(others: Tensor, at_target: Tensor, target: Tensor) -> T
 
 
 def _dtype(model: nn.Module) -> torch.dtype:
-    parameter = next(model.parameters(), None)
-    return parameter.dtype if parameter is not None else torch.float32
+    return placement(model)[1]

@@ -7,6 +7,7 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import torch
 from torch import Tensor, nn
 
 from daic.runtime.context import AbstractContext
@@ -143,3 +144,11 @@ def trace(model: AbstractMixin, x: Value, ctx: AbstractContext) -> Pass:
             visits.append(next(walk))
         except StopIteration as stop:
             return Pass(stop.value, tuple(visits))
+
+
+def placement(module: nn.Module) -> tuple[torch.device, torch.dtype]:
+    """Where a network computes: the device and dtype of its first parameter, else of its first floating
+    buffer (a network of a Normalize and ReLUs has no parameter), else the CPU in float32."""
+    for tensor in (*module.parameters(), *(b for b in module.buffers() if b.is_floating_point())):
+        return tensor.device, tensor.dtype
+    return torch.device("cpu"), torch.float32

@@ -324,3 +324,25 @@ def test_a_box_that_holds_no_float32_point_is_unknown_and_says_so(tmp_path):
     assert result.exit_code == 0 and result.stdout == "unknown\n", result.output
     (row,) = [json.loads(line) for line in (tmp_path / "p.verify.jsonl").read_text().splitlines()]
     assert row["reason"].startswith("X_0 lies in [0.1, 0.1] (as read), which holds no float32 number")
+
+
+def test_a_network_without_parameters_is_certified(tmp_path):
+    # VNN-COMP 2021's test_nano: y = relu(x / 2), a Normalize and a ReLU, nothing trained; it raised
+    # StopIteration where the cascade looked for a parameter to learn the network's device and dtype.
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    half = numpy_helper.from_array(np.array([0.5], dtype=np.float32), "half")
+    nodes = [helper.make_node("Mul", ["x", "half"], ["h"]), helper.make_node("Relu", ["h"], ["y"])]
+    ends = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 1]) for n in "xy"]
+    graph = helper.make_graph(nodes, "nano", ends[:1], ends[1:], [half])
+    onnx.save(
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(tmp_path / "nano.onnx")
+    )
+    box = "(declare-const X_0 Real)\n(declare-const Y_0 Real)\n(assert (>= X_0 -1))\n(assert (<= X_0 1))\n"
+    (tmp_path / "unsat.vnnlib").write_text(box + "(assert (<= Y_0 -1))\n")
+    (tmp_path / "sat.vnnlib").write_text(box + "(assert (>= Y_0 0.25))\n")
+    unsat = daic("verify", tmp_path / "nano.onnx", "--vnnlib", tmp_path / "unsat.vnnlib")
+    assert unsat.exit_code == 0 and unsat.stdout == "unsat\n", unsat.output
+    sat = daic("verify", tmp_path / "nano.onnx", "--vnnlib", tmp_path / "sat.vnnlib")
+    assert sat.exit_code == 0 and sat.stdout.startswith("sat\n"), sat.output

@@ -468,7 +468,7 @@ def test_regroupings_inside_a_network_import_as_regroup_layers_that_compute_and_
         "ReLU",
         "Regroup shape=[4, 3, 4] axes=[2, 1, 0]",
         "Linear out=4",
-    ]  # fmt: skip (the exporter writes the two transpositions as one)
+    ]  # the exporter writes the two transpositions as one
     assert 0 <= compare_with_onnxruntime(imported, source) < 1e-5
     ours = imported.model.double()
     lower, upper = torch.full((2, 5), -0.2, dtype=torch.float64), torch.full((2, 5), 0.3, dtype=torch.float64)
