@@ -196,15 +196,26 @@ def _write_checked(model, example, staged: Path) -> None:
         output_names=["logits"],
         dynamic_shapes=({0: torch.export.Dim("batch")},),
     )
-    onnx.checker.check_model(onnx.load(str(staged)))
+    written = onnx.load(str(staged))  # with the weights the exporter put beside it
+    onnx.checker.check_model(written)
+    if sum(t.ByteSize() for t in written.graph.initializer) < ONE_FILE_BYTES:
+        for made in staged.parent.iterdir():
+            made.unlink()
+        onnx.save(written, str(staged), save_as_external_data=False)
+
+
+ONE_FILE_BYTES = 2**31 - 2**24
+"""Weights below this size go inside the `.onnx` file (protobuf's limit is 2 GB, with room for the graph);
+larger ones stay beside it (`NAME.onnx.data`), as the exporter writes them."""
 
 
 def export_onnx(model, input_shape: tuple[int, ...], path: Path) -> float:
     """Write the concrete network as ONNX (abstract layers are the identity there; BatchNorm is folded into
     the convolution or linear layer before it), check it with onnx's checker, and compare onnxruntime's output
-    with PyTorch's on random inputs; returns the largest difference (or -1 without onnxruntime). The files
-    (the model and the weights it names beside it, `NAME.data`) are made in a temporary folder beside the
-    target and moved into place once checked, so a failure leaves nothing half-written."""
+    with PyTorch's on random inputs; returns the largest difference (or -1 without onnxruntime). One file
+    holds the network and its weights, unless they pass 2 GB (then the weights go
+    beside it, `NAME.onnx.data`). The files are made in a temporary folder beside the target and moved into
+    place once checked, so a failure leaves nothing half-written."""
     import torch
 
     try:

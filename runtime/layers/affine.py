@@ -319,7 +319,8 @@ def _exporting() -> bool:
     """Whether the network is being traced for export (ONNX, torch.export): a layout is no part of the
     function, and the strided view `_fast_layout` takes would be written into the graph (an `as_strided`
     Gather that no verifier, daic's import included, reads as a layer)."""
-    return torch.onnx.is_in_onnx_export() or torch.jit.is_tracing() or torch.compiler.is_compiling()
+    compiling = getattr(torch.compiler, "is_compiling", None)  # torch 2.3 and later
+    return torch.onnx.is_in_onnx_export() or torch.jit.is_tracing() or bool(compiling and compiling())
 
 
 class _FlattenChannelsLast(torch.autograd.Function):

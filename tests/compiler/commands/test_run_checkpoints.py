@@ -100,14 +100,17 @@ def test_export_into_a_read_only_folder_is_a_message(checkpoint, tmp_path, monke
 
 
 @pytest.mark.slow
-def test_export_writes_the_model_and_the_weights_it_names(checkpoint, tmp_path):
+def test_export_writes_one_file_that_holds_the_weights_and_imports_alone(checkpoint, tmp_path):
     import onnx
 
     target = tmp_path / "out" / "m.onnx"
     result = daic("export", FFNN, "--weights", checkpoint, "--onnx", target)
     assert result.exit_code == 0, result.output
     assert result.stdout.startswith(f"wrote {target} (onnx checker passed")
-    assert sorted(p.name for p in target.parent.iterdir()) == ["m.onnx", "m.onnx.data"]
+    assert sorted(p.name for p in target.parent.iterdir()) == ["m.onnx"]
     model = onnx.load(str(target), load_external_data=False)
-    locations = {e.value for t in model.graph.initializer for e in t.external_data if e.key == "location"}
-    assert locations == {"m.onnx.data"}
+    assert not [t.name for t in model.graph.initializer if t.external_data]
+    alone = tmp_path / "elsewhere" / "copy.onnx"  # copied alone, as users and verifiers pass it around
+    alone.parent.mkdir()
+    alone.write_bytes(target.read_bytes())
+    assert daic("import", alone).exit_code == 0

@@ -81,7 +81,7 @@ def test_export_writes_the_network_into_the_folder_of_its_properties(weights, tm
         result = CliRunner().invoke(main, command)
         assert result.exit_code == 0, result.output
     assert sorted(p.name for p in folder.iterdir()) == [
-        "instances.csv", "m.onnx", "m.onnx.data", "prop_0.vnnlib", "prop_1.vnnlib", "prop_2.vnnlib"
+        "instances.csv", "m.onnx", "prop_0.vnnlib", "prop_1.vnnlib", "prop_2.vnnlib"
     ]  # fmt: skip
     (folder / "notes.txt").write_text("mine")
     other = ["export", str(NET), "--weights", str(weights), "--limit", "3"]
