@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 
 from lark.exceptions import VisitError
 
+from daic.compiler.checking import codes as C
 from daic.compiler.checking.network import Network, analyze_net
 from daic.compiler.checking.program import Module, Program
 from daic.compiler.checking.sources import Source, read_for_check
@@ -86,9 +87,10 @@ def _check(source: Source, program: Program | None, previous: FileReport | None)
         last = previous.parsed.pieces if previous is not None and previous.parsed else None
         parsed = parse(source.text, "net", last)
         network = analyze_net(parsed.tree)
-        return FileReport(
-            source, _sorted(source, (*parsed.diagnostics, *network.diagnostics)), parsed, network=network
-        )
+        found = network.diagnostics
+        if any(d.is_error for d in parsed.diagnostics):  # lines that do not parse may be its layers
+            found = tuple(d for d in found if d.code is not C.EMPTY_NET)
+        return FileReport(source, _sorted(source, (*parsed.diagnostics, *found)), parsed, network=network)
     last_module = previous.module if previous is not None else None
     module = (program or Program()).check_text(source.text, source.path, last_module)
     return FileReport(source, _sorted(source, module.diagnostics), module.parsed, module=module)

@@ -203,6 +203,11 @@ def _formula(expression, line: int, declared: dict[str, str], path: str) -> list
         coefficients = {v: small[0].get(v, 0) - large[0].get(v, 0) for v in {**small[0], **large[0]}}
         terms = tuple(sorted((v, c) for v, c in coefficients.items() if c != 0))
         return [[Atom(terms, small[1] - large[1], head in ("<", ">"), line)]]
+    if head in ("<=", ">=", "<", ">"):
+        raise PropertyError(
+            f"{path}:{line}: `({head} ...)` compares {len(rest)} terms: daic reads a comparison of two, "
+            f"({head} a b)"
+        )
     raise PropertyError(f"{path}:{line}: `{head}`: daic reads and, or, <=, >=, < and > of linear terms")
 
 

@@ -196,3 +196,11 @@ def test_a_certain_repair_travels_with_its_diagnostic():
     ]
     # No close name: a hint may list what there is, but no repair is certain.
     assert fixes("let x = Mix(Point, Box, zzz=1)\n") == []
+
+
+def test_a_line_that_does_not_parse_is_not_also_a_network_without_layers():
+    found = problems("Conv2D filters=16 kernel_size=[3, 3\n", "net")
+    assert [(code, message) for code, message, _ in found] == [
+        ("E005", "unexpected end of the line; expected `,` or `]`")
+    ]
+    assert [code for code, _, _ in problems("# nothing yet\n", "net")] == ["W202"]  # an empty file still is

@@ -84,6 +84,10 @@ def test_conjunctions_of_disjunctions_multiply_out():
         ),
         ("(assert (>= X_0 0))", "<property>: X_0 has no lower or no upper bound in some case"),
         ("(assert (distinct X_0 1))", "<property>:3: `distinct`: daic reads and, or, <=, >=, < and >"),
+        (
+            "(assert (>= X_0 abc 0.0))",
+            "<property>:3: `(>= ...)` compares 3 terms: daic reads a comparison of two, (>= a b)",
+        ),
         ("(declare-const Z Real)", "<property>:3: `Z`: inputs are X_0, X_1, ... and outputs Y_0, Y_1, ..."),
         ("(declare-const X_0 Real)", "<property>:3: `X_0` is declared twice"),
     ],
