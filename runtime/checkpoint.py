@@ -65,7 +65,12 @@ def load(path: str | Path, device: str | torch.device = "cpu") -> dict[str, Any]
     _check_archive(Path(path))
     # weights_only: a checkpoint holds tensors, numbers and strings; refusing anything else means a file
     # from elsewhere cannot run code when loaded.
-    return torch.load(Path(path), map_location=device, weights_only=True)
+    try:
+        return torch.load(Path(path), map_location=device, weights_only=True)
+    except RuntimeError as exc:  # an archive's end records that Python's zipfile reads and torch's does not
+        if "PytorchStreamReader" not in str(exc):
+            raise
+        raise DamagedCheckpoint(f"torch cannot read the archive ({str(exc).split('.')[0]})") from None
 
 
 class _RememberingWrites:

@@ -80,8 +80,11 @@ def test_damaged_checkpoints_are_refused(tmp_path):
     zeroed = bytearray(good)
     start = weights.header_offset + 200
     zeroed[start : start + 2000] = bytes(2000)
+    flipped = bytearray(good)  # four bytes of the archive's end records, which Python's zipfile reads
+    flipped[-30:-26] = bytes(b ^ 0xFF for b in flipped[-30:-26])
     for damaged, reason in [
         (bytes(zeroed), r"its record \S+/data/\d+ does not match its checksum"),
+        (bytes(flipped), "torch cannot read the archive"),
         (good[: len(good) // 2], "not a whole checkpoint archive"),
         (b"", "not a whole checkpoint archive"),
     ]:
