@@ -717,7 +717,7 @@ def _verify_properties(ctx: click.Context, options: dict, group: Group) -> None:
     help="A folder for one VNN-LIB property per test image (with --onnx, also instances.csv).",
 )
 @click.option(
-    "--eps", type=click.FloatRange(min=0, min_open=True), help="Radius (default: the run's epsilon)."
+    "--eps", type=float, help="Radius (default: the run's epsilon); checked as `daic verify` checks it."
 )
 @click.option("--dataset", help="The data set (default: the one the checkpoint was trained on).")
 @click.option("--data", "data_root", type=click.Path(file_okay=False), help="Folder of the data set's files.")

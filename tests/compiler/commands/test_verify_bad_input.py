@@ -32,6 +32,23 @@ def test_a_radius_that_is_no_number_is_refused_and_leaves_nothing(weights, tmp_p
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("eps", ["-1", "0", "nan"])
+def test_export_refuses_a_radius_in_the_words_verify_uses_and_writes_nothing(weights, tmp_path, eps):  # noqa: F811
+    command = [
+        "export",
+        str(NET),
+        "--weights",
+        str(weights),
+        "--vnnlib",
+        str(tmp_path / "props"),
+        f"--eps={eps}",
+    ]
+    result = CliRunner().invoke(main, command)
+    assert result.exit_code == 2
+    assert result.stderr == f"daic: --eps {float(eps)!r} is not a radius (a finite number above 0)\n"
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("recorded", [math.nan, -0.1, math.inf])
 def test_a_checkpoint_whose_epsilon_is_no_radius_asks_for_eps(weights, tmp_path, recorded):  # noqa: F811
     broken = changed_checkpoint(weights, tmp_path, lambda state: state.update(epsilon=recorded))
