@@ -157,6 +157,8 @@ UNREADABLE = (
 def _missing(name: str, folder: Path, expected: str, exc: Exception) -> DataError:
     # torchvision's readers fail on foreign or damaged files with bare assertions: say what that means.
     reason = str(exc).strip() or f"the files there do not read as {name}'s: damaged, or another data set's"
+    if "download=True" in reason:  # torchvision's words for absent files, naming its own API's argument
+        reason = "its files are not there"
     return DataError(
         f"{name}: no usable data under {folder} ({reason}); expected {expected}; "
         "put the files there or pass --download where a network is available"

@@ -91,6 +91,16 @@ def test_files_of_other_data_are_refused_before_training(tmp_path, files, messag
         loader("MNIST").load(str(tmp_path))
 
 
+def test_an_empty_folder_says_which_files_belong_there_in_daics_words(tmp_path):
+    with pytest.raises(DataError) as caught:
+        loader("MNIST").load(str(tmp_path))
+    message = str(caught.value)
+    assert message.startswith(
+        f"MNIST: no usable data under {tmp_path} (its files are not there); expected MNIST/"
+    )
+    assert "download=True" not in message and message.endswith("pass --download where a network is available")
+
+
 def test_garbage_and_cut_files_say_what_to_do(tmp_path):
     raw = _mnist_files(tmp_path)
     (raw / "train-images-idx3-ubyte").write_bytes(RNG.integers(0, 256, 4000, dtype=np.uint8).tobytes())
