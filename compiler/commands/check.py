@@ -3,7 +3,9 @@ formats of `render.RENDERERS`, with a one-line count on standard error."""
 
 from __future__ import annotations
 
+import re
 import sys
+from dataclasses import dataclass
 
 import click
 
@@ -28,29 +30,61 @@ def stdin_source(paths: tuple[str, ...], stdin_filename: str | None) -> Source |
     return from_stdin(sys.stdin.buffer.read(), stdin_filename)
 
 
-def check_command(paths: tuple[str, ...], output_format: str, stdin_filename: str | None) -> int:
-    """Check and report; the exit status: 0 clean (warnings allowed), 1 errors found, 2 a usage error."""
+@dataclass(frozen=True)
+class Selection:
+    """Which diagnostics count, as ruff's options choose them: codes or code prefixes (``E1``, ``W202``);
+    `select` keeps only those (all when empty), `ignore` leaves those out; `strict` fails on warnings too."""
+
+    select: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    strict: bool = False
+
+    def keeps(self, code: str) -> bool:
+        chosen = not self.select or code.startswith(self.select)
+        return chosen and not (self.ignore and code.startswith(self.ignore))
+
+
+def codes(given: tuple[str, ...], option: str) -> tuple[str, ...]:
+    """The codes of repeated, comma-separated `option` values, each a code or a prefix of codes."""
+    found = tuple(part.strip().upper() for value in given for part in value.split(",") if part.strip())
+    wrong = [code for code in found if not re.fullmatch(r"[EW]\d{0,3}", code)]
+    if wrong:
+        raise click.UsageError(f"{option} {wrong[0]}: a code is E or W and up to three digits (E101, W2, E)")
+    return found
+
+
+def check_command(
+    paths: tuple[str, ...], output_format: str, stdin_filename: str | None, selection: Selection = Selection()
+) -> int:
+    """Check and report the diagnostics `selection` keeps; the exit status: 0 clean (warnings allowed but
+    with `strict`), 1 errors found, 2 a usage error."""
     try:
         source = stdin_source(paths, stdin_filename)
         reports = [check_source(source)] if source else check_reports(*paths)
     except (UsageError, DaicError) as exc:
         click.echo(f"daic: {exc}", err=True)
         return 2
-    diagnostics = [d for report in reports for d in report.diagnostics]
+    kept = {
+        report.source.path: [d for d in report.diagnostics if selection.keeps(d.code.id)]
+        for report in reports
+    }
+    diagnostics = [d for found in kept.values() for d in found]
     by_path = {report.source.path: report for report in reports}
     click.echo(RENDERERS[output_format](diagnostics, lambda d: _index(by_path.get(d.path))), nl=False)
-    click.echo(summary(reports), err=True)
-    return 1 if any(r.has_errors for r in reports) else 0
+    click.echo(summary(len(reports), kept), err=True)
+    failing = [d for d in diagnostics if d.is_error or selection.strict]
+    return 1 if failing else 0
 
 
 def _index(report: FileReport | None):
     return report.index if report is not None else None
 
 
-def summary(reports: list[FileReport]) -> str:
-    problems = sum(len(r.diagnostics) for r in reports)
-    broken = sum(1 for r in reports if r.diagnostics)
-    text = f"checked {plural(len(reports), 'file')}: "
-    return text + (
-        f"{plural(problems, 'problem')} in {plural(broken, 'file')}" if problems else "no problems"
-    )
+def summary(files: int, kept: dict[str, list]) -> str:
+    """``checked N files: 2 errors and 1 warning in 2 files`` (or ``no problems``)."""
+    errors = sum(d.is_error for found in kept.values() for d in found)
+    warnings = sum(not d.is_error for found in kept.values() for d in found)
+    broken = sum(1 for found in kept.values() if found)
+    counts = [plural(n, word) for n, word in ((errors, "error"), (warnings, "warning")) if n]
+    text = f"checked {plural(files, 'file')}: "
+    return text + (f"{' and '.join(counts)} in {plural(broken, 'file')}" if counts else "no problems")

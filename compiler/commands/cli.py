@@ -76,12 +76,22 @@ STDIN_FILENAME = click.option(
     "sarif: SARIF 2.1.0 (code scanning); github: GitHub Actions annotations.",
 )
 @STDIN_FILENAME
-def check(paths: tuple[str, ...], output_format: str, stdin_filename: str | None) -> None:
+@click.option("--strict", is_flag=True, help="Warnings fail the check too (exit 1).")
+@click.option(
+    "--select", "select", multiple=True, metavar="CODES",
+    help="Report only these codes or code prefixes (comma-separated, e.g. E1,W202); repeatable.",
+)  # fmt: skip
+@click.option("--ignore", "ignore", multiple=True, metavar="CODES", help="Leave these codes or prefixes out.")
+def check(
+    paths: tuple[str, ...], output_format: str, stdin_filename: str | None, strict: bool,
+    select: tuple[str, ...], ignore: tuple[str, ...],
+) -> None:  # fmt: skip
     """Parse and check .net and .dai files (or folders of them, or `-` for standard input) and report
     every problem."""
-    from daic.compiler.commands.check import check_command
+    from daic.compiler.commands.check import Selection, check_command, codes
 
-    sys.exit(check_command(paths, output_format, stdin_filename))
+    selection = Selection(codes(select, "--select"), codes(ignore, "--ignore"), strict)
+    sys.exit(check_command(paths, output_format, stdin_filename, selection))
 
 
 @main.command()

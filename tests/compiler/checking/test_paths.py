@@ -64,7 +64,7 @@ def test_escapes_in_a_path_are_shown_as_written(tmp_path):
     lines = result.stdout.splitlines()
     # One line per problem, each with its hint on the next: the messages say `\n` where the source does.
     problems = [line for line in lines if not line.startswith("  hint: ")]
-    assert result.stderr == "checked 1 file: 7 problems in 1 file\n"
+    assert result.stderr == "checked 1 file: 7 errors in 1 file\n"
     assert len(problems) == 7 and all(line.startswith(f"{tmp_path / 'win.dai'}:") for line in problems)
     where = f"(looked in {tmp_path})"
     assert f"{tmp_path / 'win.dai'}:2:11: error[E110]: no network file `C:\\nets\\my.net` {where}" in lines

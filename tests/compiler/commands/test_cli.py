@@ -42,7 +42,25 @@ def test_check_reports_the_combo_listing_defects():
         "not a value",
         "  hint: write the function's name: relu",
     ]
-    assert result.stderr == "checked 1 file: 2 problems in 1 file\n"
+    assert result.stderr == "checked 1 file: 2 errors in 1 file\n"
+
+
+def test_check_strict_select_and_ignore_choose_what_counts_as_ruffs_options_do(tmp_path):
+    empty = tmp_path / "empty.net"
+    empty.write_text("# the layers go here\n")  # W202
+    broken = tmp_path / "broken.net"
+    broken.write_text("Linear out=10 input_shape=[4]\nBogus\n")  # an error
+    found = run("check", "--format", "concise", empty, broken)
+    assert found.exit_code == 1 and found.stderr == "checked 2 files: 1 error and 1 warning in 2 files\n"
+    assert run("check", empty).exit_code == 0  # a warning alone passes
+    strict = run("check", "--strict", empty)
+    assert (strict.exit_code, strict.stderr) == (1, "checked 1 file: 1 warning in 1 file\n")
+    warnings = run("check", "--format", "concise", "--select", "W", empty, broken)
+    assert warnings.exit_code == 0 and "W202" in warnings.stdout and "error[" not in warnings.stdout
+    quiet = run("check", "--strict", "--ignore", "w2,E1", empty, broken)
+    assert (quiet.exit_code, quiet.stderr) == (0, "checked 2 files: no problems\n")
+    wrong = run("check", "--select", "X1", empty)
+    assert wrong.exit_code == 2 and "--select X1: a code is E or W and up to three digits" in wrong.stderr
 
 
 def test_text_format_underlines_the_span():
@@ -69,7 +87,7 @@ def test_check_walks_folders(tmp_path):
     (tmp_path / "nets" / "notes.txt").write_text("ignored")
     result = run("check", "--format", "concise", tmp_path)
     assert result.exit_code == 1
-    assert result.stderr == "checked 10 files: 6 problems in 3 files\n"
+    assert result.stderr == "checked 10 files: 6 errors in 3 files\n"
 
 
 @pytest.mark.parametrize(
@@ -327,7 +345,7 @@ def test_fmt_formats_the_target_of_a_symbolic_link_and_keeps_the_link(tmp_path):
 def test_check_reads_standard_input(text, expected):
     result = CliRunner().invoke(main, ["check", "--format", "concise", "-"], input=text)
     assert (result.exit_code, result.stdout) == (1, expected)
-    assert result.stderr == "checked 1 file: 1 problem in 1 file\n"
+    assert result.stderr == "checked 1 file: 1 error in 1 file\n"
 
 
 def test_check_standard_input_under_a_file_name(tmp_path, monkeypatch):

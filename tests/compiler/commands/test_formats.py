@@ -28,7 +28,7 @@ def test_each_format_matches_its_golden_file(monkeypatch, output_format):
         expected.write_text(result.stdout)
     assert result.stdout == expected.read_text()
     assert result.exit_code == 1
-    assert result.stderr == "checked 2 files: 5 problems in 2 files\n"
+    assert result.stderr == "checked 2 files: 4 errors and 1 warning in 2 files\n"
 
 
 def test_every_format_has_a_golden_file():
