@@ -169,12 +169,37 @@ def certify(
     in float64 with outward rounding, as `daic verify` does. Each outcome has ``status`` (verified,
     falsified, unknown, error), ``by``, ``margin`` and, when falsified, the ``witness``."""
     import copy
+    import math
 
     from daic.runtime.certification.certify import certify as run_cascade
 
+    if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon >= 0):
+        raise DaicError(f"epsilon={epsilon!r} is not a radius: a finite number >= 0", exit_code=2)
     steps = _cascade(domains, attack)
     float64 = copy.deepcopy(model).double()
+    _check_images(float64, x, y)
     return run_cascade(float64, steps, x.double(), y, float(epsilon), value_range)
+
+
+def _check_images(model: nn.Module, x: Tensor, y: Tensor) -> None:
+    """Refuses, with a DaicError, images the network cannot take or labels that do not match them."""
+    import torch
+
+    from daic.runtime.layers.base import placement
+
+    if x.dim() < 2 or y.dim() != 1 or len(x) != len(y):
+        raise DaicError(
+            f"x has shape {tuple(x.shape)} and y {tuple(y.shape)}: pass a batch of images (N, ...) and their "
+            "N labels", exit_code=2,
+        )  # fmt: skip
+    try:
+        with torch.no_grad():
+            model(x[:1].to(*placement(model)))
+    except RuntimeError as exc:
+        first = str(exc).splitlines()[0][:200]
+        raise DaicError(
+            f"the network cannot take images of shape {tuple(x.shape[1:])} ({first})", exit_code=2
+        ) from None
 
 
 def _cascade(domains: Sequence[str], attack: bool) -> list:

@@ -97,3 +97,19 @@ def test_check_reports_and_write_import_answer_as_their_commands(tmp_path):
     with pytest.raises(daic.DaicError, match="--force") as refused:
         daic.write_import(tmp_path / "m.onnx", tmp_path / "m.net")
     assert refused.value.exit_code in (1, 2)
+
+
+@pytest.mark.parametrize(
+    ("epsilon", "x", "y", "message"),
+    [
+        (-1.0, (2, 1, 8, 8), (2,), r"epsilon=-1.0 is not a radius: a finite number >= 0"),
+        (float("nan"), (2, 1, 8, 8), (2,), r"epsilon=nan is not a radius"),
+        (0.1, (2, 64), (2,), r"the network cannot take images of shape \(64,\)"),
+        (0.1, (2, 1, 8, 8), (3,), r"x has shape \(2, 1, 8, 8\) and y \(3,\): pass a batch of images"),
+    ],
+)
+def test_certify_refuses_what_it_cannot_certify_with_a_daic_error(epsilon, x, y, message):
+    model = daic.load_network(ROOT / "stdlib" / "nets" / "digits_conv.net")
+    with pytest.raises(daic.DaicError, match=message) as refused:
+        daic.certify(model, torch.rand(*x), torch.zeros(*y, dtype=torch.long), epsilon, domains=["Box"])
+    assert refused.value.exit_code == 2
