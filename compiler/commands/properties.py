@@ -295,18 +295,23 @@ def _certify(region: Region, certifier: Certifier, steps: list, index: int, witn
 
 def _no_float32_point(region: Region) -> str | None:
     """Why no witness can exist in the case's box as read, if none can: an input whose interval holds no
-    float32 number."""
-    import numpy as np
+    float32 number (`witness.float32_inside` finds none)."""
+    import torch
 
-    for i, (low, high) in enumerate(zip(region.lower, region.upper, strict=True)):
-        lo, hi = float(low), float(high)
-        nearest = np.float32(lo)
-        if float(nearest) < lo:
-            nearest = np.nextafter(nearest, np.float32(np.inf))
-        if not float(nearest) <= hi:
-            return (f"X_{i} lies in [{lo!r}, {hi!r}] (as read), which holds no float32 number: no input a "
-                    "checker can be given is in the box, so no witness exists")  # fmt: skip
-    return None
+    from daic.runtime.certification.witness import float32_inside
+
+    # CPU: the case's ends, read on the host
+    lower, upper = (
+        torch.tensor([[float(v) for v in ends]], dtype=torch.float64) for ends in (region.lower, region.upper)
+    )
+    near, _ = float32_inside(lower, lower, upper)
+    outside = ((near < lower) | (near > upper))[0].nonzero()
+    if len(outside) == 0:
+        return None
+    i = int(outside[0])
+    interval = f"[{float(region.lower[i])!r}, {float(region.upper[i])!r}]"
+    return (f"X_{i} lies in {interval} (as read), which holds no float32 number: no input a checker can be "
+            "given is in the box, so no witness exists")  # fmt: skip
 
 
 def _rounded(value: Fraction, direction: int) -> float:

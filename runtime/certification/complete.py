@@ -299,22 +299,26 @@ class BranchAndBound(Search):
             if children:
                 tree.child_seconds = (time.perf_counter() - bounding) / len(children)
             last = time.perf_counter() - round_began
+        self._ended(batch, i, tree)
+
+    def _ended(self, batch: Batch, i: int, tree: _Tree) -> None:
+        """Image i's outcome once the search stops undecided by a point: verified when nothing is left
+        open, else unknown with the worst open bound, saying whether the time ran out."""
         outcome = batch.outcomes[i]
         if not tree.queue and tree.undecided == float("inf"):
             outcome.status, outcome.by = "verified", self.label
             proved = min(tree.proved, tree.closed)
             outcome.margin = proved if proved != float("inf") else 0.0
-        else:
-            open_bound = min([tree.undecided, *(domain.bound for domain in tree.queue)])
-            batch.best[i] = max(float(batch.best[i]), open_bound)
-            outcome.timed_out = bool(tree.queue)
-            outcome.message = (
-                f"{self.label}: the time ran out with {len(tree.queue)} subdomains open"
-                if tree.queue
-                else f"{self.label}: every subdomain was split to its end; a leaf's least margin is at most "
-                "zero at points that are no witness (a tie, or a violation float32 or exact arithmetic "
-                "undoes)"
-            )
+            return
+        open_bound = min([tree.undecided, *(domain.bound for domain in tree.queue)])
+        batch.best[i] = max(float(batch.best[i]), open_bound)
+        outcome.timed_out = bool(tree.queue)
+        outcome.message = (
+            f"{self.label}: the time ran out with {len(tree.queue)} subdomains open"
+            if tree.queue
+            else f"{self.label}: every subdomain was split to its end; a leaf's least margin is at most zero "
+            "at points that are no witness (a tie, or a violation float32 or exact arithmetic undoes)"
+        )
 
     def _root(
         self, model: nn.Module, batch: Batch, i: int, deadline: float, attacks: _Attacks

@@ -46,36 +46,39 @@ class InputSplit(Search):
             y = batch.y[i : i + 1].expand(len(now_lower))
             bounds = CROWNBound().margins(model, now_lower, now_upper, y, batch.relu).amin(1)
             closed = bounds > 0
-            if bool(closed.any()):
-                proved = min(proved, float(bounds[closed].min()))
-            if not bool(closed.all()):
-                least_open = min(least_open, float(bounds[~closed].min()))
+            # The least bound of the closed boxes and of the open ones, read from the device at once.
+            lows = torch.stack(
+                [bounds.masked_fill(~closed, torch.inf).min(), bounds.masked_fill(closed, torch.inf).min()]
+            )
+            proved, least_open = (
+                min(old, new) for old, new in zip((proved, least_open), lows.tolist(), strict=True)
+            )
             open_lower, open_upper = now_lower[~closed], now_upper[~closed]
             gradient = _margin_gradient(model, open_lower, open_upper, y[~closed])
             if self._falsified(model, batch, i, open_lower, open_upper, gradient):
                 return
-            # An input can be cut where a float lies strictly inside its interval; a box none of whose inputs
-            # can (one point, or a float's width) is a leaf: its bound and its candidates are all there is.
-            middle = (open_lower + open_upper) / 2
-            movable = (middle > open_lower) & (middle < open_upper)
-            cut = movable.flatten(1).any(1)
-            points += int((~cut).sum())
-            open_lower, open_upper, gradient = open_lower[cut], open_upper[cut], gradient[cut]
-            smear = _smear(open_lower, open_upper, gradient, scale).masked_fill(~movable[cut], -torch.inf)
-            halves = _halved(open_lower, open_upper, smear)
+            halves, narrow = _cut(open_lower, open_upper, gradient, scale)
+            points += narrow
             lower, upper = torch.cat([lower, halves[0]]), torch.cat([upper, halves[1]])
+        self._ended(batch, i, len(lower), points, proved, least_open)
+
+    def _ended(
+        self, batch: Batch, i: int, still_open: int, points: int, proved: float, least_open: float
+    ) -> None:
+        """Image i's outcome once the search stops with `still_open` boxes queued and `points` boxes too
+        narrow to cut left undecided: verified when neither is left, else unknown saying why."""
         outcome = batch.outcomes[i]
         if outcome.status != "unknown":
             return
-        if len(lower) == 0 and points == 0:
+        if still_open == 0 and points == 0:
             outcome.status, outcome.by, outcome.margin = "verified", self.label, proved
             return
         if least_open < torch.inf:
             batch.best[i] = max(float(batch.best[i]), least_open)
-        outcome.timed_out = 0 < len(lower) <= MAX_BOXES
+        outcome.timed_out = 0 < still_open <= MAX_BOXES
         if outcome.timed_out:
-            outcome.message = f"{self.label}: the time ran out with {len(lower)} boxes open"
-        elif len(lower):
+            outcome.message = f"{self.label}: the time ran out with {still_open} boxes open"
+        elif still_open:
             outcome.message = f"{self.label}: more than {MAX_BOXES} boxes open"
         else:
             outcome.message = (
@@ -111,6 +114,18 @@ def _margin_gradient(model: nn.Module, lower: Tensor, upper: Tensor, y: Tensor) 
         rows, _ = margin_others(y, logits.shape[1], logits.dtype)
         (grad,) = torch.autograd.grad(torch.einsum("bsc,bc->bs", rows, logits).amin(1).sum(), centres)
     return grad
+
+
+def _cut(lower: Tensor, upper: Tensor, gradient: Tensor, scale: Tensor) -> tuple[tuple[Tensor, Tensor], int]:
+    """The boxes halved (`_halved` by `_smear`), and how many could not be: an input can be cut where a
+    float lies strictly inside its interval, and a box none of whose inputs can (one point, or a float's
+    width) is a leaf, its bound and its candidates all there is."""
+    middle = (lower + upper) / 2
+    movable = (middle > lower) & (middle < upper)
+    cut = movable.flatten(1).any(1)
+    lower, upper, gradient = lower[cut], upper[cut], gradient[cut]
+    smear = _smear(lower, upper, gradient, scale).masked_fill(~movable[cut], -torch.inf)
+    return _halved(lower, upper, smear), int((~cut).sum())
 
 
 def _smear(lower: Tensor, upper: Tensor, gradient: Tensor, scale: Tensor) -> Tensor:
