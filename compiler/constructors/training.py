@@ -23,7 +23,7 @@ _INTERMEDIATE = Param(
 SEARCH_TIMEOUT = Param(
     "timeout", FLOAT, 60.0, "Seconds per image before it is left unknown.", low=0, low_open=True
 )
-"""The time limit of a complete search (BranchAndBound, InputSplit: `certify.Search`)."""
+"""The time limit of a complete search (BranchAndBound, InputSplit: `search.Search`)."""
 
 DECLARATIONS = [
     Constructor(
@@ -232,7 +232,7 @@ DECLARATIONS = [
         "starts; every phase keeps to the time limit. "
         "Every image ends verified, falsified (by a point the network misclassifies) or, past the time "
         "limit, unknown.",
-        "daic.runtime.certification.complete:BranchAndBound",
+        "daic.runtime.certification.search:BranchAndBound",
         aliases=("BaB",),
     ),
     Constructor(
@@ -249,6 +249,6 @@ DECLARATIONS = [
         "bounded by CROWN, each box's centre run through the network. Every image ends verified, falsified "
         "or, past the time limit, unknown. Where inputs are many (images), BranchAndBound's ReLU splits do "
         "better.",
-        "daic.runtime.certification.input_split:InputSplit",
+        "daic.runtime.certification.search:InputSplit",
     ),
 ]

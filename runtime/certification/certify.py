@@ -55,7 +55,7 @@ class Outcome:
     message: str | None = None
     witness: Tensor | None = None  # falsified: the point (an input of the network) that falsified it
     timed_out: bool = False  # unknown: a search stopped at its time limit (else `message` says why it ended)
-    search: dict[str, float] | None = None  # a complete step's effort (`complete.BranchAndBound`'s)
+    search: dict[str, object] | None = None  # a complete step's effort (`search.BranchAndBound`'s)
 
     def record(self) -> dict[str, object]:
         """The outcome as one JSON object (a line of `daic verify --out`)."""
@@ -143,30 +143,6 @@ class Step:
     def batch_size(self, model: nn.Module, shape: tuple[int, ...], default: int) -> int:
         """Images per batch it can take (one whose memory grows with the input may take fewer)."""
         return default
-
-
-class Search(Step):
-    """A complete step that searches each image on its own until its `timeout` (seconds) passes, leaving
-    it unknown then; subclasses say how (`_search`)."""
-
-    complete = True
-    times_each = True
-    timeout = 60.0
-
-    def decide(self, model: nn.Module, batch: Batch, pending: Tensor) -> None:
-        for i in pending.tolist():
-            started = time.perf_counter()
-            deadline = min(started + self.timeout, self.until)
-            if deadline <= started:  # the steps before used the time: the image stays unknown
-                batch.outcomes[i].timed_out = True
-                continue
-            with torch.no_grad(), exact_float():
-                self._search(model, batch, i, deadline)
-            batch.outcomes[i].seconds += time.perf_counter() - started
-
-    def _search(self, model: nn.Module, batch: Batch, i: int, deadline: float) -> None:
-        """Decides image i in its outcome, if it can before `deadline` (`time.perf_counter()`)."""
-        raise NotImplementedError
 
 
 def least_margins(model: nn.Module, x: Tensor, y: Tensor) -> Tensor:

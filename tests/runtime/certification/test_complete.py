@@ -13,7 +13,8 @@ from scipy.optimize import linprog
 from daic.runtime import Linear, ReLU, Sequential
 from daic.runtime.certification.attacks import Attacker
 from daic.runtime.certification.certify import Attack, Batch, Outcome, cascade, certify, falsify
-from daic.runtime.certification.complete import ATTACK_SHARE, BranchAndBound, refined_intermediates
+from daic.runtime.certification.search import ATTACK_SHARE, BranchAndBound, refined_intermediates
+from daic.runtime.certification.search.branch_and_bound import _Run
 from daic.runtime.certification.verification import BoxBound, CROWNBound
 from daic.runtime.context import AbstractContext
 from daic.runtime.domains import Symbolic
@@ -121,9 +122,13 @@ def test_branch_and_bound_decides_what_crown_leaves_open():
     steps = [CROWNBound(), BranchAndBound(timeout=30, batch=4, steps=0)]
     started = time.perf_counter()
     outcomes = certify(net, steps, x[open_images], y[open_images], EPS, (0.0, 1.0))
-    # Each image's seconds are its own search's (the record reports them), not a share of the step's.
+    # The images are searched together: each is charged its share of the phases it went through, so an
+    # image split for rounds costs more than one decided before them, and the shares add up to the search.
     seconds = [o.seconds for o in outcomes]
-    assert sum(seconds) <= time.perf_counter() - started and len(set(seconds)) == len(seconds) > 1
+    assert sum(seconds) <= time.perf_counter() - started
+    split_seconds = [o.seconds for o in outcomes if o.search is not None]
+    root_seconds = [o.seconds for o in outcomes if o.search is None]
+    assert split_seconds and root_seconds and min(split_seconds) > max(root_seconds)
     for outcome, i in zip(outcomes, open_images, strict=True):
         lower, upper = (x[i] - EPS).clamp(0, 1), (x[i] + EPS).clamp(0, 1)
         truth = exact_least_margin(net, lower, upper, int(y[i]))
@@ -140,36 +145,64 @@ def test_branch_and_bound_decides_what_crown_leaves_open():
     assert max(effort["attacks"] for effort in split) >= 2
 
 
-def _counting(bound_children, sizes: list[int]):
-    """`bound_children` that records how many children each of its calls (each round) bounds."""
-
-    def counted(model, batch, i, children, tree, deadline):
-        sizes.append(len(children))
-        return bound_children(model, batch, i, children, tree, deadline)
-
-    return counted
-
-
-def test_a_short_queue_is_split_on_several_neurons_a_round():
+def test_a_short_queue_is_split_on_several_neurons_a_round(monkeypatch):
     """With few subdomains open and room for 8 children (batch 4), a round after the first splits each on
     several neurons at once; with batch 1, on one: the verdicts are the same, in fewer rounds."""
     net, x, y = _blob_batch()
     open_images = _left_open_by_crown(net, x, y)
-    efforts, verdicts = {}, {}
+    sizes: list[int] = []
+    bound_children = _Run._bound_children
+
+    def counted(self, parents):
+        sizes.append(len(parents["image"]))
+        return bound_children(self, parents)
+
+    monkeypatch.setattr(_Run, "_bound_children", counted)
+    efforts, verdicts, rounds = {}, {}, {}
     for batch in (1, 4):
-        search = BranchAndBound(timeout=30, batch=batch, steps=0, root_steps=0, candidates=1)
-        sizes: list[int] = []
-        search._bound_children = _counting(search._bound_children, sizes)
-        outcomes = certify(net, [search], x[open_images], y[open_images], EPS, (0.0, 1.0))
-        verdicts[batch] = [o.status for o in outcomes]
-        efforts[batch] = ([o.search for o in outcomes if o.search and o.search["subdomains"]], sizes)
+        verdicts[batch], efforts[batch], rounds[batch] = [], [], []
+        for i in open_images:  # one image a search: its rounds alone
+            search = BranchAndBound(timeout=30, batch=batch, steps=0, root_steps=0, candidates=1)
+            sizes.clear()
+            (outcome,) = certify(net, [search], x[i : i + 1], y[i : i + 1], EPS, (0.0, 1.0))
+            verdicts[batch].append(outcome.status)
+            if outcome.search and outcome.search["subdomains"]:
+                efforts[batch].append(outcome.search)
+                rounds[batch].append(list(sizes))
     assert verdicts[1] == verdicts[4]
-    (one, one_sizes), (four, four_sizes) = efforts[1], efforts[4]
     # The first round of a search bounds 2 children (it measures a child's seconds); later ones, up to 8.
-    assert one and four and set(one_sizes) == {2} and four_sizes[0] == 2 and 2 < max(four_sizes) <= 8
-    assert all(effort["depth"] >= 2 for effort in four)
+    assert rounds[1] and rounds[4] and all(set(one) == {2} for one in rounds[1])
+    assert all(four[0] == 2 and max(four) <= 8 for four in rounds[4]) and max(map(max, rounds[4])) > 2
+    assert all(effort["depth"] >= 2 for effort in efforts[4])
     # Several levels a round: the searches with batch 4 take fewer rounds in all than with batch 1.
-    assert len(four_sizes) < len(one_sizes)
+    assert sum(map(len, rounds[4])) < sum(map(len, rounds[1]))
+
+
+def test_the_images_of_a_batch_are_split_in_the_same_rounds_and_decided_as_alone(monkeypatch):
+    """Images searched together share their rounds: one bounding batch holds subdomains of several images,
+    each on its own open margins, and every verdict is the one the image gets searched alone."""
+    net = blob_network(5, width=10)
+    x = torch.rand(60, 2, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    with torch.no_grad():
+        y = net(x).argmax(1)
+    search = [BranchAndBound(timeout=30, batch=4, steps=0, root_steps=0)]
+    alone = {i: certify(net, search, x[i : i + 1], y[i : i + 1], EPS, (0.0, 1.0))[0]
+             for i in _left_open_by_crown(net, x, y)}  # fmt: skip
+    split = [i for i, o in alone.items() if o.search is not None and o.search["subdomains"]]
+    assert len(split) >= 3, "the test needs images that branch and bound splits"
+    together_images: list[int] = []
+    bound_children = _Run._bound_children
+
+    def seen(self, parents):
+        together_images.append(len(set(parents["image"].tolist())))
+        return bound_children(self, parents)
+
+    monkeypatch.setattr(_Run, "_bound_children", seen)
+    search[0].together = len(split)  # on a CPU a search takes one image at a time unless told
+    together = certify(net, search, x[split], y[split], EPS, (0.0, 1.0))
+    assert max(together_images) >= 2
+    assert [o.status for o in together] == [alone[i].status for i in split]
+    assert all(o.search["images"] == len(split) for o in together if o.search is not None)
 
 
 def test_the_cascade_attacks_only_what_its_cheap_steps_leave():
@@ -210,14 +243,14 @@ def test_a_search_is_labelled_with_every_argument_that_differs_from_its_default(
 
 
 def _recording_search() -> tuple[BranchAndBound, list[float]]:
-    """A search whose per-image deadlines are recorded as it is handed them."""
+    """A search whose deadlines are recorded as it is handed them."""
     search = BranchAndBound(timeout=30, batch=4, steps=0)
     seen: list[float] = []
     original = search._search
-    search._search = lambda model, batch, i, deadline: (
-        seen.append(deadline),
-        original(model, batch, i, deadline),
-    )
+    search._search = lambda model, batch, pending, budget: (
+        seen.append(budget.deadline),
+        original(model, batch, pending, budget),
+    )[1]
     return search, seen
 
 
@@ -295,6 +328,7 @@ def test_an_attack_before_the_search_falsifies_what_the_root_bound_leaves_open()
 def test_an_attack_takes_at_most_its_share_of_the_searchs_time(monkeypatch):
     """On an MNIST CNN7 one attack's 3,600 steps take 31 s: the root's took half of a 60 s search. Every
     attack of a search (the root's first) is handed a deadline at most `ATTACK_SHARE` of its time away."""
+
     net = blob_network(2)
     x = torch.rand(30, 2, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
     with torch.no_grad():
@@ -308,7 +342,7 @@ def test_an_attack_takes_at_most_its_share_of_the_searchs_time(monkeypatch):
 
     monkeypatch.setattr(Attacker, "targeted", recorded)
     # The subdomains' candidate points would falsify these images before any attack: the attacks alone.
-    monkeypatch.setattr(BranchAndBound, "_falsified", lambda *_: False)
+    monkeypatch.setattr(_Run, "_try_corners", lambda *_: None)
     outcomes = certify(net, [BranchAndBound(timeout=10.0)], x, y, 0.15, (0.0, 1.0))
     assert sum(o.status == "falsified" for o in outcomes) >= 3 and len(handed) >= 3
     assert max(handed) <= ATTACK_SHARE * 10.0, handed
@@ -378,7 +412,7 @@ def test_a_subdomain_with_every_neuron_split_is_decided_by_its_linear_program():
     """Fixing every hidden neuron leaves the network affine on the subdomain: `exact_leaf` gives that
     pattern's least margin (or infinity where no input follows it), as the enumeration does."""
     from daic.runtime import AbstractContext
-    from daic.runtime.certification.complete import exact_leaf
+    from daic.runtime.certification.search import exact_leaf
     from daic.runtime.domains import Symbolic
 
     net = blob_network(2, width=3)
@@ -479,7 +513,7 @@ def test_root_refinement_goes_past_a_wide_layers_sample_only_where_the_sample_na
         assert unstable > 4 * SAMPLE  # the layer is sampled
         moved = {}
         for least_gain in (1e-6, 1.0):  # the sample pays, and it never can (no interval shrinks to a point)
-            monkeypatch.setattr("daic.runtime.certification.complete.LEAST_GAIN", least_gain)
+            monkeypatch.setattr("daic.runtime.certification.search.root.LEAST_GAIN", least_gain)
             low, up = refined_intermediates(net, lower, upper, known, "hybrid", steps=10, lr=0.5)[node.id]
             moved[least_gain] = int(((low > known[node.id][0]) | (up < known[node.id][1])).sum())
             z = net[2](
@@ -556,22 +590,34 @@ CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device"
 
 
 @CUDA
-def test_branch_and_bound_on_cuda_decides_as_on_the_cpu():
+def test_branch_and_bound_on_cuda_decides_as_on_the_cpu(monkeypatch):
+    """The images of a batch searched together on the GPU, their subdomains' tensors there, decide as on
+    the CPU."""
     net = blob_network(0)
     x = torch.rand(12, 2, generator=torch.Generator().manual_seed(10), dtype=torch.float64)
     with torch.no_grad():
         y = net(x).argmax(1)
     search = [BranchAndBound(timeout=30, batch=4)]
     on_cpu = certify(net, search, x, y, EPS, (0.0, 1.0))
+    devices, images = set(), []
+    bound_children = _Run._bound_children
+
+    def seen(self, parents):
+        devices.update(column.device.type for column in parents.values())
+        images.append(len(set(parents["image"].tolist())))
+        return bound_children(self, parents)
+
+    monkeypatch.setattr(_Run, "_bound_children", seen)
     on_gpu = certify(net.cuda(), search, x.cuda(), y.cuda(), EPS, (0.0, 1.0))
     assert [o.status for o in on_gpu] == [o.status for o in on_cpu]
+    assert devices == {"cuda"} and max(images) >= 2  # a round bounded several images' subdomains at once
 
 
 @CUDA
 def test_a_subdomain_with_every_neuron_split_is_decided_on_cuda_as_on_the_cpu():
     """Its linear programs are solved on the host: the leaf's rows come back from the GPU for them (the
     leaf failed on CUDA tensors before)."""
-    from daic.runtime.certification.complete import exact_leaf
+    from daic.runtime.certification.search import exact_leaf
 
     net = blob_network(2, width=3)
     x = torch.tensor([[0.45, 0.5]], dtype=torch.float64)

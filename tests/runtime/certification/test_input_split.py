@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from daic.runtime.certification.certify import certify
-from daic.runtime.certification.input_split import InputSplit
+from daic.runtime.certification.search import InputSplit
 from tests.runtime.certification.test_complete import EPS, blob_network, exact_least_margin
 
 torch.set_num_threads(1)

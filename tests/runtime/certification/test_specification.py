@@ -9,8 +9,7 @@ import pytest
 import torch
 
 from daic.runtime.certification.certify import Attack, cascade
-from daic.runtime.certification.complete import BranchAndBound
-from daic.runtime.certification.input_split import InputSplit
+from daic.runtime.certification.search import BranchAndBound, InputSplit
 from daic.runtime.certification.specification import certify_region, clause_layers
 from daic.runtime.certification.verification import BoxBound, CROWNBound
 from daic.runtime.certification.witness import Witnesses

@@ -200,7 +200,7 @@ def test_branch_and_bound_certifies_a_batchnorm_network_soundly_and_quietly():
     import warnings
 
     from daic.runtime.certification.certify import certify
-    from daic.runtime.certification.complete import BranchAndBound
+    from daic.runtime.certification.search import BranchAndBound
 
     net = bn_network().double().eval()
     generator = torch.Generator().manual_seed(4)

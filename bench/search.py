@@ -1,0 +1,70 @@
+"""Branch and bound's throughput: subdomains bounded per second of search (its roots' seconds left out), on
+images it cannot decide within the limit (so every search runs its whole time), each image searched alone
+and the images searched together (one batch, their subdomains bounded in one batch a round).
+
+    python bench/search.py --net NET --weights CKPT --data DIR --eps 0.15 --images 3,6,33,96 --timeout 10
+
+prints one JSON line per way and a markdown row. Run it beside an older checkout with that checkout on
+PYTHONPATH (a folder `daic` holding its `daic/` files with `dsl`, `compiler` and `runtime` linked in) to
+compare the two in one run, as bench/README.md's table was."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import torch
+
+
+def searched(model, x, y, eps: float, timeout: float, together: bool) -> dict[str, object]:
+    """Subdomains, seconds and roots' seconds of `BranchAndBound(timeout)` on the images `x`, alone or all
+    in one search (an older checkout ignores `together` and searches them one by one)."""
+    from daic.runtime.certification.certify import certify
+
+    try:
+        from daic.runtime.certification.search import BranchAndBound
+    except ImportError:  # a checkout before runtime/certification/search/
+        from daic.runtime.certification.complete import BranchAndBound
+
+    search = BranchAndBound(timeout=timeout)
+    search.together = len(x) if together else 1
+    began = time.perf_counter()
+    outcomes = certify(model.double(), [search], x.double(), y, eps, (0.0, 1.0))
+    seconds = time.perf_counter() - began
+    efforts = [o.search for o in outcomes if o.search is not None]
+    subdomains = sum(effort["subdomains"] for effort in efforts)
+    roots = sum(effort["root_seconds"] for effort in efforts)
+    return {"subdomains": subdomains, "seconds": round(seconds, 2), "root_seconds": round(roots, 2),
+            "per_second": round(subdomains / max(seconds - roots, 1e-9), 2),
+            "verdicts": [o.status for o in outcomes]}  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--net", required=True)
+    parser.add_argument("--weights", required=True)
+    parser.add_argument("--data", required=True, help="a folder holding MNIST/raw")
+    parser.add_argument("--eps", type=float, required=True)
+    parser.add_argument("--images", required=True, help="test images, comma-separated")
+    parser.add_argument("--timeout", type=float, default=10.0)
+    parser.add_argument("--label", default="daic")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    import daic
+
+    model = daic.load_network(args.net, args.weights)
+    data = daic.load_data("MNIST", args.data)
+    index = [int(i) for i in args.images.split(",")]
+    x, y = data.test_x[index], data.test_y[index]
+    rows = {}
+    for way, together in (("alone", False), ("together", True)):
+        rows[way] = searched(model, x, y, args.eps, args.timeout, together)
+        print(json.dumps({"label": args.label, "way": way, **rows[way]}), flush=True)
+    print(
+        f"| {args.label} | {len(index)} | {rows['alone']['per_second']} | {rows['together']['per_second']} |"
+    )
+
+
+if __name__ == "__main__":
+    main()

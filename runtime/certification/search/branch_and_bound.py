@@ -1,0 +1,359 @@
+"""Branch and bound over the splits of a network's splittable layers (ReLUs), many images in one search.
+
+The images' properties (every margin ``y_t - y_j`` positive over the clipped eps-ball) are first bounded
+together at their roots, with intermediate bounds tightened by alpha-CROWN layer by layer (`root`), then
+split into subdomains by fixing unstable neurons active (``x >= 0``) or inactive (``x <= 0``). Each
+subdomain is bounded by CROWN with its split neurons' bounds clamped, then alpha-CROWN's slopes and
+beta-CROWN's multipliers are optimised together for a few Adam steps from its parent's (`bounding`): its
+bound is then its exact minimum over the relaxation at the optimum. Only the margins an image's root leaves
+open are bounded on its subdomains. Subdomains whose bounds are all positive are done; the others wait in
+the `Frontier`, and each round splits the worst `batch` of every image on one of the neurons whose
+relaxation costs their bound most (`branching`), several levels in one round while few are open. The
+subdomains of every image are bounded in one batch.
+
+A subdomain with no unstable neuron left is decided exactly (`leaves`): this makes the search complete. A
+falsification is only ever a witness: a point the network was run on (targeted attacks from many starts,
+the minimiser of a subdomain's linear bound, or of a leaf's linear program) that `falsify` accepts.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import time
+
+import torch
+from torch import Tensor, nn
+
+from daic.runtime.certification.certify import Batch
+from daic.runtime.certification.search import branching
+from daic.runtime.certification.search.bounding import (
+    Bounded,
+    Bounder,
+    Warm,
+    Work,
+    joined,
+    padded,
+    restricted,
+)
+from daic.runtime.certification.search.budget import Budget
+from daic.runtime.certification.search.frontier import Frontier
+from daic.runtime.certification.search.images import Images
+from daic.runtime.certification.search.leaves import exact_leaf
+from daic.runtime.certification.search.policy import Search
+from daic.runtime.certification.search.root import INTERMEDIATE, RootPhase
+
+MAX_LEVELS = 7
+"""The most neurons a subdomain is split on in one round (2 ** 7 children), as alpha-beta-CROWN's."""
+
+MAX_CHILDREN = 1024
+"""The most children bounded in one batch (a round with more bounds them in several)."""
+
+
+class BranchAndBound(Search):
+    """Branch and bound over ReLU splits until each image is verified, falsified, or the time (`timeout`
+    seconds an image) is spent (see the module docstring)."""
+
+    def __init__(
+        self, timeout: float = 60.0, batch: int = 32, steps: int = 20, lr_alpha: float = 0.1,
+        lr_beta: float = 0.05, root_steps: int = 50, candidates: int = 3, intermediate: str = "auto",
+    ) -> None:  # fmt: skip
+        if timeout <= 0 or batch < 1 or steps < 0 or root_steps < 0 or candidates < 1:
+            raise ValueError(
+                "BranchAndBound: timeout > 0, batch >= 1, steps >= 0, root_steps >= 0 and candidates >= 1, "
+                "please"
+            )
+        if intermediate not in INTERMEDIATE:
+            raise ValueError(f"BranchAndBound: intermediate is one of {INTERMEDIATE}, not {intermediate!r}")
+        self.intermediate = intermediate
+        self.timeout, self.batch, self.steps = float(timeout), int(batch), int(steps)
+        self.root_steps, self.candidates = int(root_steps), int(candidates)
+        self.lr_alpha, self.lr_beta = float(lr_alpha), float(lr_beta)
+        self.label = self._label()
+
+    def _label(self) -> str:
+        """The call as written, with every argument that differs from its default: a record says which
+        search produced it."""
+        defaults = inspect.signature(BranchAndBound.__init__).parameters
+        given = [
+            f"{name}={_written(getattr(self, name))}"
+            for name, param in defaults.items()
+            if name != "self" and getattr(self, name) != param.default
+        ]
+        return f"BranchAndBound({', '.join(given)})" if given else "BranchAndBound"
+
+    def _search(self, model: nn.Module, batch: Batch, pending: Tensor, budget: Budget) -> list[float]:
+        run = _Run(self, model, Images(batch, pending), budget)
+        try:
+            run.go()
+        finally:
+            run.record()
+        return run.images.seconds
+
+
+class _Run(RootPhase):
+    """One search of a batch's images: their roots, then rounds until nothing is open or the time is spent.
+    Tensors indexed by image are ``(I, ...)`` over every image of the search, decided ones included."""
+
+    def __init__(self, search: BranchAndBound, model: nn.Module, images: Images, budget: Budget) -> None:
+        self.search, self.model, self.images, self.budget = search, model, images, budget
+        batch = images.batch
+        self.bounder = Bounder(model, None, batch.relu, search.steps, search.lr_alpha, search.lr_beta)
+        index = images.batch_index.to(batch.lower.device)
+        self.lower, self.upper, self.y = batch.lower[index], batch.upper[index], batch.y[index]
+        self.classes = int(model(self.lower[:1]).shape[1])
+        self.frontier: Frontier | None = None
+        self.margins = torch.arange(self.classes - 1, device=self.lower.device).expand(len(images), -1)
+        self.prior: dict[int, tuple[Tensor, Tensor]] = {}  # the roots' split-node bounds, (I, *F)
+        self.child_seconds: float | None = None  # what bounding one child took in the last round
+        self.searched: list[int] = []  # the images whose subdomains were split
+
+    def go(self) -> None:
+        with self.budget.phase("root"):
+            first = self._first()
+        if first is None:
+            return
+        with self.budget.phase("attacks"):
+            if not self._attack(self.images.open()):
+                return
+        with self.budget.phase("root"):
+            root = self._after_attack(*first)
+        if root is not None:
+            self.frontier = self._first_frontier(*root)
+            self.searched = root[0].tolist()
+            self._rounds()
+
+    def _work(self, image: Tensor, signs: Tensor | None = None) -> Work:
+        """The subdomains of the images `image` (``(N,)``) with the split `signs`, as a batch to bound."""
+        prior = {k: (low[image], up[image]) for k, (low, up) in self.prior.items()} or None
+        return Work(self.lower[image], self.upper[image], self.y[image], self.margins[image], signs, prior)
+
+    def _first_frontier(self, left: Tensor, root: Bounded) -> Frontier:
+        """The open images' roots as the first subdomains."""
+        layout, n = self.bounder.layout, len(left)
+        signs = torch.zeros((n, layout.size), dtype=torch.int8, device=self.lower.device)
+        columns = {
+            "bound": root.lower.amin(1),
+            "image": left,
+            "depth": torch.zeros_like(left),
+            "signs": signs,
+        }
+        return Frontier(columns | self._kept_columns(root, n))
+
+    def _kept_columns(self, bounded: Bounded, n: int) -> dict[str, Tensor]:
+        """What a subdomain keeps of its bounding: its ranked neurons, slopes and multipliers."""
+        layout, columns = self.bounder.layout, {}
+        count = self.search.candidates + MAX_LEVELS
+        columns["ranked"] = branching.ranked_neurons(bounded, layout, count)
+        if self.search.steps:
+            k = bounded.lower.shape[1]
+            for node, shape in zip(layout.outputs, layout.shapes, strict=True):
+                columns[f"alpha{node}"] = bounded.alphas[node]
+                beta = bounded.betas.get(node)
+                dtype = bounded.lower.dtype
+                columns[f"beta{node}"] = (
+                    beta if beta is not None else bounded.lower.new_zeros((n, k, *shape), dtype=dtype)
+                )
+        return columns
+
+    # ----------------------------------------------------------------------------------------------
+    # rounds
+
+    def _rounds(self) -> None:
+        """Splits and bounds the open subdomains, the worst `batch` of each image a round, until none is
+        left, every image is decided, or the budget is spent. Another attack runs whenever attacks have had
+        less than their share of the time; a round starts only if the last one's time still fits."""
+        while len(self.frontier) and self.budget.fits():
+            if self.budget.due():
+                with self.budget.phase("attacks"):
+                    if not self._attack(self.images.open()):
+                        break
+            began = time.perf_counter()
+            working = self.frontier.counts(len(self.images)).nonzero().flatten().tolist()
+            picked, self.frontier = self.frontier.pick(self.search.batch, len(self.images))
+            leaf = picked["ranked"][:, 0] < 0
+            with self.budget.phase("leaves"):
+                self._settle_leaves(picked.take(leaf))
+            with self.budget.phase("rounds"):
+                self._split(picked.take(~leaf))
+            self._prune()
+            self.budget.round_seconds = time.perf_counter() - began
+            self.images.charge(working, self.budget.round_seconds)
+
+    def _split(self, splitting: Frontier) -> None:
+        """Each subdomain of `splitting` split on its best neuron (and while few are open, its next best,
+        several levels at once), its children bounded and the open ones pushed on the frontier."""
+        if not len(splitting):
+            return
+        chosen = self._choose(splitting)
+        levels = branching.usable_levels(splitting["ranked"], self._levels(len(splitting)))
+        neurons = branching.split_neurons(chosen, splitting["ranked"], levels)
+        signs = branching.children_signs(splitting["signs"], neurons)
+        many = 2**levels
+        parents = {name: column.repeat_interleave(many, 0) for name, column in splitting.columns.items()
+                   if name not in ("signs", "ranked")}  # fmt: skip
+        parents["signs"], parents["depth"] = signs, parents["depth"] + levels
+        bounding = time.perf_counter()
+        for start in range(0, len(signs), MAX_CHILDREN):
+            self._bound_children({k: v[start : start + MAX_CHILDREN] for k, v in parents.items()})
+        self.child_seconds = (time.perf_counter() - bounding) / len(signs)
+
+    def _choose(self, splitting: Frontier) -> Tensor:
+        """``(P,)``: each subdomain's neuron to split among its best-ranked `candidates`: the one whose worse
+        child CROWN bounds highest, every candidate's children bounded together without optimisation (past
+        the deadline, the best-ranked). A score alone misjudges a neuron whose split moves other neurons'
+        bounds: on an MNIST ConvSmall, searches that chose by it reached 50 splits deep with their worst
+        bound unmoved."""
+        ranked = splitting["ranked"]
+        if self.search.candidates == 1 or self.budget.over():
+            return ranked[:, 0]
+        candidates = ranked[:, : self.search.candidates]
+        candidates = torch.where(candidates < 0, candidates[:, :1], candidates)  # too few: the best again
+        trials = branching.trial_signs(splitting["signs"], candidates)
+        image = splitting["image"].repeat_interleave(2 * candidates.shape[1])
+        bounded = self._bound_subdomains(image, trials, steps=0)
+        worst = bounded.lower.amin(1).masked_fill(bounded.infeasible, torch.inf)
+        return branching.best_candidate(worst, candidates)
+
+    def _levels(self, splitting: int) -> int:
+        """How many neurons each of `splitting` subdomains is split on at once: as many as keep a round's
+        children within twice the batch for each open image (one, with full queues) and, at the last
+        round's seconds per child, its time within a quarter of the time left (one in the first round,
+        which measures it). A short queue is split several levels deep in one round, as alpha-beta-CROWN
+        does: on an MNIST ConvSmall image whose search ran 28 rounds deep for 22 s, a round cost nearly as
+        much for 2 children as for 64."""
+        if splitting == 0 or self.child_seconds is None:
+            return 1
+        room = 2 * self.search.batch * len(self.images.open()) / splitting
+        if self.child_seconds > 0:
+            room = min(room, self.budget.left() / 4 / (self.child_seconds * splitting))
+        return max(1, min(MAX_LEVELS, int(math.log2(max(room, 1)))))
+
+    def _bound_children(self, parents: dict[str, Tensor]) -> None:
+        """Children (their parents' columns, their own signs and depth) bounded together: their candidate
+        points tried, the closed ones counted, the open ones pushed on the frontier."""
+        image = parents["image"]
+        warm = None
+        if self.search.steps:
+            layout = self.bounder.layout
+            warm = ({node: parents[f"alpha{node}"] for node in layout.outputs},
+                    {node: parents[f"beta{node}"] for node in layout.outputs})  # fmt: skip
+        bounded = self._bound_subdomains(image, parents["signs"], warm=warm)
+        self._try_corners(bounded.corners, image)
+        self.images.not_a_number(bounded.lower, image)
+        # A child's box lies in its parent's: the parent's bound holds on it too.
+        least = torch.maximum(bounded.lower.amin(1), parents["bound"])
+        closed = bounded.infeasible | (least > 0)
+        proved = least.masked_fill(~closed | bounded.infeasible, torch.inf)
+        per_image = torch.full((len(self.images),), torch.inf, dtype=least.dtype, device=least.device)
+        per_image = per_image.scatter_reduce(0, image, proved, "amin")
+        counts = torch.bincount(image, minlength=len(self.images))
+        deepest = torch.zeros(len(self.images), dtype=torch.long, device=image.device)
+        deepest = deepest.scatter_reduce(0, image, parents["depth"], "amax")
+        for j, (low, count, depth) in enumerate(
+            zip(per_image.tolist(), counts.tolist(), deepest.tolist(), strict=True)
+        ):
+            self.images.proved[j] = min(self.images.proved[j], low)
+            self.images.bounded[j] += count
+            self.images.deepest[j] = max(self.images.deepest[j], depth)
+        keep = ~closed
+        columns = {"bound": least[keep], "image": image[keep], "depth": parents["depth"][keep],
+                   "signs": parents["signs"][keep]}  # fmt: skip
+        kept = restricted(bounded, keep)
+        self.frontier = self.frontier.push(Frontier(columns | self._kept_columns(kept, int(keep.sum()))))
+
+    def _bound_subdomains(
+        self, image: Tensor, signs: Tensor, steps: int | None = None,
+        warm: Warm | None = None,
+    ) -> Bounded:  # fmt: skip
+        """Subdomains of the images `image` with the split `signs` bounded, in groups of images with as
+        many open margins (one read of the host), each on its own margins only: an image whose root left
+        one margin open does not pay for another's five. The rows are padded back to the frontier's."""
+        counts = self.row_counts[image]
+        groups = torch.unique(counts).tolist()
+        most = self.margins.shape[1]
+        if groups == [most]:
+            return self.bounder.bound(self._work(image, signs), self.budget.deadline, steps, warm)
+        parts, places = [], []
+        for k in groups:
+            rows = (counts == k).nonzero().squeeze(1)
+            work = self._work(image[rows], signs[rows])
+            work.margins = work.margins[:, :k]
+            part_warm = None if warm is None else tuple({n: v[rows, :k] for n, v in w.items()} for w in warm)
+            parts.append(padded(self.bounder.bound(work, self.budget.deadline, steps, part_warm), most))
+            places.append(rows)
+        return joined(parts, torch.argsort(torch.cat(places)))
+
+    def _settle_leaves(self, leaves: Frontier) -> None:
+        """Subdomains with no neuron left to split, decided exactly, one by one."""
+        layout = self.bounder.layout
+        for k in range(len(leaves)):
+            j = int(leaves["image"][k])
+            outcome = self.images.outcome(j)
+            if outcome.status != "unknown":
+                continue
+            signs = {node: sign[0] for node, sign in layout.per_node(leaves["signs"][k : k + 1]).items()}
+            open_rows = torch.zeros(self.classes - 1, dtype=torch.bool, device=self.lower.device)
+            open_rows[self.margins[j]] = True
+            i = int(self.images.batch_index[j])
+            verdict = exact_leaf(self.model, self.images.batch, i, signs, self.search.label, open_rows)
+            if outcome.status != "unknown":
+                continue
+            if verdict is None:  # neither proved nor refuted: the image cannot be verified
+                self.images.undecided[j] = min(self.images.undecided[j], float(leaves["bound"][k]))
+            else:
+                self.images.proved[j] = min(self.images.proved[j], verdict)
+
+    def _prune(self) -> None:
+        """Drops the subdomains of images a point or an error decided."""
+        self.frontier = self.frontier.drop_images(self.images.gone(self.lower.device))
+
+    def _attack(self, images: list[int]) -> bool:
+        """An attack on the open `images` together (`Images.attack`); whether any image is left."""
+        self.images.attack(self.model, images, self.budget.attack_until(), self.search.label)
+        self._prune_if_any()
+        return bool(self.images.open())
+
+    def _prune_if_any(self) -> None:
+        if self.frontier is not None:
+            self._prune()
+
+    # ----------------------------------------------------------------------------------------------
+    # the end
+
+    def record(self) -> None:
+        """Each image's outcome once the search stops, and what the search did for it."""
+        frontier = self.frontier
+        n = len(self.images)
+        counts = [0] * n if frontier is None else frontier.counts(n).tolist()
+        least = [math.inf] * n if frontier is None else frontier.least_bounds(n).tolist()
+        phases = self.budget.record()
+        for j in self.searched:
+            self._ended(j, counts[j], least[j])
+            self.images.outcome(j).search = self.images.effort(j, counts[j], phases)
+
+    def _ended(self, j: int, still_open: int, least_open: float) -> None:
+        """Image j's outcome once the search stops undecided by a point: verified when nothing is left
+        open, else unknown with the worst open bound, saying whether the time ran out."""
+        outcome, images, label = self.images.outcome(j), self.images, self.search.label
+        if outcome.status != "unknown":
+            return
+        if not still_open and images.undecided[j] == math.inf:
+            outcome.status, outcome.by = "verified", label
+            proved = min(images.proved[j], images.closed[j])
+            outcome.margin = proved if proved != math.inf else 0.0
+            return
+        batch, i = images.batch, int(images.batch_index[j])
+        batch.best[i] = max(float(batch.best[i]), min(images.undecided[j], least_open))
+        outcome.timed_out = bool(still_open)
+        outcome.message = (
+            f"{label}: the time ran out with {still_open} subdomains open"
+            if still_open
+            else f"{label}: every subdomain was split to its end; a leaf's least margin is at most zero "
+            "at points that are no witness (a tie, or a violation float32 or exact arithmetic undoes)"
+        )
+
+
+def _written(value: float | str) -> str:
+    """An argument as the language writes it."""
+    return f'"{value}"' if isinstance(value, str) else f"{value:g}"

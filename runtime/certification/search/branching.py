@@ -1,0 +1,80 @@
+"""Where branch and bound splits: each subdomain's neurons ranked by how much their relaxation costs its
+bound (the intercept score of BaBSR, Bunel et al. 2020), the best of a few chosen by bounding their
+children (filtered smart branching, De Palma et al. 2021), and the children made, all as tensors."""
+
+from __future__ import annotations
+
+import itertools
+
+import torch
+from torch import Tensor
+
+from daic.runtime.certification.search.bounding import Bounded, Layout
+from daic.runtime.layers.activation import crown_relaxation
+
+
+def ranked_neurons(bounded: Bounded, layout: Layout, count: int) -> Tensor:
+    """``(N, count)``: each subdomain's best-scored unstable neurons (flat over the `layout`), best first;
+    -1 past its last. A neuron's score is what the intercept of its upper relaxation lowers the rows still
+    at or below zero, with the interval width as a tie-break."""
+    open_rows = (bounded.lower <= 0).to(bounded.lower.dtype)  # (N, K)
+    scores = {}
+    for node_in, node_out in zip(layout.inputs, layout.outputs, strict=True):
+        lower, upper = bounded.split_inputs[node_in]
+        _, _, intercept, unstable = crown_relaxation(lower, upper)
+        coefficients = bounded.coefficients[node_out]  # (N, K, *F): the rows on the layer's output
+        mask = open_rows.view(*open_rows.shape, *[1] * (coefficients.dim() - 2))
+        weight = (mask * (-coefficients).clamp(min=0)).sum(1)
+        score = weight * intercept + 1e-6 * (upper - lower)
+        scores[node_in] = torch.where(unstable, score, -torch.inf)
+    flat = layout.flat(scores)
+    values, indices = flat.topk(min(count, flat.shape[1]), dim=1)
+    return indices.masked_fill(values == -torch.inf, -1)
+
+
+def trial_signs(signs: Tensor, candidates: Tensor) -> Tensor:
+    """``(2 P C, size)``: each of the ``P`` subdomains' signs with each of its ``C`` candidate neurons
+    fixed active, then inactive (in that order, candidate after candidate)."""
+    p, c = candidates.shape
+    trials = signs.repeat_interleave(2 * c, 0)
+    neuron = candidates.repeat_interleave(2, 1).flatten()
+    pattern = torch.tensor([1, -1], dtype=signs.dtype, device=signs.device).repeat(p * c)
+    trials[torch.arange(len(trials), device=signs.device), neuron] = pattern
+    return trials
+
+
+def best_candidate(worst: Tensor, candidates: Tensor) -> Tensor:
+    """``(P,)``: each subdomain's candidate whose worse child bounds highest, given every trial's worst
+    bound (``(2 P C,)`` in `trial_signs`' order; an infeasible child counts as infinity)."""
+    p, c = candidates.shape
+    worth = worst.view(p, c, 2).amin(2)
+    return candidates.gather(1, worth.argmax(1, keepdim=True)).squeeze(1)
+
+
+def split_neurons(chosen: Tensor, ranked: Tensor, levels: int) -> Tensor:
+    """``(P, levels)``: the neurons each subdomain is split on in one round, the `chosen` one first, then
+    its best-ranked others (`levels` at most the fewest any of them has)."""
+    others = ranked.masked_fill(ranked == chosen[:, None], -1)
+    order = torch.argsort((others < 0).to(torch.int8), dim=1, stable=True)  # valid ones first, in rank
+    others = others.gather(1, order)
+    return torch.cat([chosen[:, None], others[:, : levels - 1]], 1)
+
+
+def children_signs(signs: Tensor, neurons: Tensor) -> Tensor:
+    """``(P 2^L, size)``: every subdomain's children, each of its `neurons` (``(P, L)``) fixed active or
+    inactive in every combination (children of one parent together)."""
+    p, levels = neurons.shape
+    patterns = torch.tensor(list(itertools.product((1, -1), repeat=levels)), dtype=signs.dtype,
+                            device=signs.device)  # fmt: skip
+    many = len(patterns)
+    children = signs.repeat_interleave(many, 0)
+    rows = torch.arange(len(children), device=signs.device)[:, None].expand(-1, levels)
+    children[rows, neurons.repeat_interleave(many, 0)] = patterns.repeat(p, 1)
+    return children
+
+
+def usable_levels(ranked: Tensor, wanted: int) -> int:
+    """Split levels every subdomain of `ranked` (all with at least one neuron) can take: at most `wanted`
+    and the fewest ranked neurons any has. One host read."""
+    fewest = int((ranked >= 0).sum(1).min()) if len(ranked) else 1
+    return max(1, min(wanted, fewest))

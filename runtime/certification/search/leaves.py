@@ -1,0 +1,174 @@
+"""The leaves of branch and bound: a subdomain with no unstable neuron left is decided exactly, by linear
+programs (HiGHS, through SciPy) over the input box and the split constraints: the network is affine on it.
+This makes the search complete on piecewise-linear networks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from daic.runtime.certification.certify import Batch, falsify, least_margins
+from daic.runtime.certification.search.bounding import model_output, splittable
+from daic.runtime.domains.coeffs import Dense
+from daic.runtime.domains.element import margin_others
+from daic.runtime.domains.rounding import outward_rounding
+from daic.runtime.domains.symbolic import Backward, Symbolic, backsubstitute
+
+
+@torch.no_grad()
+def exact_leaf(
+    model: nn.Module, batch: Batch, i: int, signs: dict[int, Tensor], by: str, open_rows: Tensor | None = None
+) -> float | None:
+    """Image i's subdomain `signs` (no unstable neuron left) decided by linear programs, one per margin
+    (per margin of `open_rows`, when given: the others are proved on the whole ball): the network is affine
+    on the subdomain, its inputs in the box that satisfy the split constraints.
+
+    A program's minimiser at or below zero is run through the network: misclassified, it falsifies image
+    i (the margin is returned). Otherwise the programs' dual multipliers of the split constraints are the
+    multipliers of beta-CROWN: back-substituted with them (with the rounding of the surrounding domain),
+    the bound holds whatever the programs' own tolerances, and a positive one verifies the subdomain.
+    Returns infinity where no input satisfies the splits, None where nothing was decided."""
+    splits = {k: v.unsqueeze(0) for k, v in signs.items()}
+    program = _leaf_program(model, batch, i, signs, open_rows)
+    if program is None:
+        return float("inf")
+    verdict, duals = _solve_leaf(model, batch, i, program, by)
+    if duals is None:
+        return verdict
+    return _leaf_certificate(model, batch, i, splits, program, duals)
+
+
+@dataclass
+class _LeafProgram:
+    """A leaf's linear programs: per split node, its ReLU output node, the split neurons and the rows of
+    ``-s a x <= s c``; and the margins' rows, as affine functions of the input (objective, offset)."""
+
+    constraints: list[tuple[Symbolic, Tensor, Tensor, Tensor]]
+    rows: Dense
+    objective: Tensor
+    offset: Tensor
+
+
+def _leaf_program(
+    model: nn.Module, batch: Batch, i: int, signs: dict[int, Tensor], open_rows: Tensor | None
+) -> _LeafProgram | None:
+    """The linear programs of image i's subdomain `signs`; None where the splits contradict each other."""
+    lower, upper, y = batch.lower[i : i + 1], batch.upper[i : i + 1], batch.y[i : i + 1]
+    splits = {k: v.unsqueeze(0) for k, v in signs.items()}
+    with outward_rounding(False):  # the programs' data; what they conclude is checked after
+        value = Symbolic.input(lower, upper, crown=True, splits=splits)
+        output = model_output(model, value, batch.relu)
+        if bool(output.analysis.infeasible[0]):
+            return None
+        nodes = {node.id: node for node in output.ancestors()}
+        constraints = []
+        for node_id, sign in signs.items():
+            chosen = sign.flatten().nonzero().squeeze(1)
+            if chosen.numel() == 0:
+                continue
+            node = nodes[node_id]
+            chosen = chosen.to(lower.device)
+            eye = torch.zeros(
+                (1, chosen.numel(), node.shape[1:].numel()), dtype=lower.dtype, device=lower.device
+            )
+            eye[0, torch.arange(chosen.numel(), device=lower.device), chosen] = 1
+            a, c = _affine(node, value, Dense(eye.reshape(1, chosen.numel(), *node.shape[1:])))
+            s = sign.flatten()[chosen].to(lower.dtype)
+            relu = next(n for n in nodes.values() if n.parents and n.parents[0].id == node_id)
+            constraints.append((relu, chosen, -(s[:, None] * a), s * c))  # s (a x + c) >= 0
+        rows = _margin_rows(y, output.shape[1], lower.dtype, open_rows)
+        objective, offset = _affine(output, value, rows)
+    return _LeafProgram(constraints, rows, objective, offset)
+
+
+def _solve_leaf(
+    model: nn.Module, batch: Batch, i: int, program: _LeafProgram, by: str
+) -> tuple[float | None, list[Tensor] | None]:
+    """The programs solved, one per margin: (verdict, None) where they decide (infinity: no input follows
+    the splits; a margin: a minimiser falsified image i; None: a solver failed or its minimiser did not
+    falsify), else (None, each program's dual multipliers of the split constraints)."""
+    from scipy.optimize import linprog
+
+    lower, upper, y = batch.lower[i : i + 1], batch.upper[i : i + 1], batch.y[i : i + 1]
+    constraints = program.constraints
+    # The linear programs are solved by SciPy, on the host.
+    a_ub = torch.cat([c[2] for c in constraints]).cpu().numpy() if constraints else None
+    b_ub = torch.cat([c[3] for c in constraints]).cpu().numpy() if constraints else None
+    bounds = list(zip(lower.flatten().tolist(), upper.flatten().tolist(), strict=True))
+    duals = []
+    for r in range(program.objective.shape[0]):
+        solved = linprog(
+            program.objective[r].cpu().numpy(), A_ub=a_ub, b_ub=b_ub, bounds=bounds, method="highs"
+        )
+        if solved.status == 2:  # infeasible: no input follows the splits
+            return float("inf"), None
+        if solved.status != 0:
+            return None, None
+        if float(solved.fun) + float(program.offset[r]) <= 0:
+            point = torch.tensor(solved.x, dtype=lower.dtype, device=lower.device).reshape(lower.shape)
+            point = torch.maximum(
+                torch.minimum(point, batch.inner_upper[i : i + 1]), batch.inner_lower[i : i + 1]
+            )
+            margins = least_margins(model, point, y)
+            # CPU: image numbers, read on the host; a CUDA tensor may be indexed by them as they are
+            # The program's minimum is at or below zero: its minimiser is a candidate even where float64
+            # puts it a rounding above (the witness check decides).
+            falsify(model, batch, torch.tensor([i]), point, margins.clamp(max=0.0), by)
+            return (float(margins[0]) if batch.outcomes[i].status == "falsified" else None), None
+        duals.append(
+            torch.zeros(0, device=lower.device)
+            if a_ub is None
+            else torch.tensor(-solved.ineqlin.marginals, device=lower.device).clamp(min=0)
+        )
+    return None, duals
+
+
+def _leaf_certificate(
+    model: nn.Module,
+    batch: Batch,
+    i: int,
+    splits: dict[int, Tensor],
+    program: _LeafProgram,
+    duals: list[Tensor],
+) -> float | None:
+    """beta-CROWN with the programs' multipliers, in the domain's own rounding: the least margin it
+    proves where positive, infinity where the splits contradict each other, else None."""
+    lower, upper = batch.lower[i : i + 1], batch.upper[i : i + 1]
+    value = Symbolic.input(lower, upper, crown=True, splits=splits)
+    output = model_output(model, value, batch.relu)
+    if bool(output.analysis.infeasible[0]):
+        return float("inf")
+    how = Backward()
+    start = 0
+    relus = {n.parents[0].id: n for n in output.ancestors() if splittable(n)}
+    for relu, chosen, *_ in program.constraints:
+        node = relus[relu.parents[0].id]
+        beta = torch.zeros((1, len(duals), *node.shape[1:]), dtype=lower.dtype, device=lower.device)
+        for r, dual in enumerate(duals):
+            beta[0, r].view(-1)[chosen] = dual[start : start + len(chosen)].to(lower.dtype)
+        how.betas[node.id] = beta
+        how.signs[node.id] = splits[relu.parents[0].id].to(lower.dtype)
+        start += len(chosen)
+    proved = backsubstitute(output, program.rows, how)
+    least = float(proved.min())
+    return least if least > 0 else None
+
+
+def _affine(node: Symbolic, value: Symbolic, rows: Dense) -> tuple[Tensor, Tensor]:
+    """Rows over `node`'s neurons as exact affine functions of the input (every ReLU on the way stable):
+    ``(S, n_input)`` coefficients and ``(S,)`` constants."""
+    how = Backward(record={value.id})
+    # The least value over the box minus the coefficients' part of it leaves the constant.
+    lowest = backsubstitute(node, rows, how)[0]
+    coefficients = how.recorded[value.id].A[0].flatten(1)
+    center, radius = value.analysis.center.flatten(), value.analysis.radius.flatten()
+    constants = lowest - coefficients @ center + coefficients.abs() @ radius
+    return coefficients, constants
+
+
+def _margin_rows(y: Tensor, classes: int, dtype: torch.dtype, open_rows: Tensor | None) -> Dense:
+    """The margins ``y_t - y_j`` as rows over the output, only those of `open_rows` when given."""
+    margins = margin_others(y, classes, dtype)[0]
+    return Dense(margins if open_rows is None else margins[:, open_rows])
