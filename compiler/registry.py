@@ -129,6 +129,7 @@ class Param:
     low: float | None = None  # allowed range for constant values
     high: float | None = None
     low_open: bool = False  # True: the value must be strictly greater than `low`
+    high_open: bool = False  # True: the value must be strictly less than `high`
     choices: tuple[str, ...] | None = None
     subscript: bool = False  # the paper writes it as a subscript: `IFGSM_3` is `IFGSM(3)`
     lower_as: str | None = None  # the runtime's keyword for it, where that differs from `name`
@@ -152,8 +153,9 @@ class Param:
         if self.high is None:
             return f"{'>' if self.low_open else '>='} {_num(self.low)}"
         if self.low is None:
-            return f"<= {_num(self.high)}"
-        return f"in {'(' if self.low_open else '['}{_num(self.low)}, {_num(self.high)}]"
+            return f"{'<' if self.high_open else '<='} {_num(self.high)}"
+        opened, closed = "(" if self.low_open else "[", ")" if self.high_open else "]"
+        return f"in {opened}{_num(self.low)}, {_num(self.high)}{closed}"
 
     def signature_text(self) -> str:
         text = f"{self.name}: {self.type}"

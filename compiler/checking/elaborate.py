@@ -622,7 +622,8 @@ def _misordered(call: A.Call) -> bool:
 def _outside(param: Param, value: float, *, low_open: bool) -> bool:
     """Whether `value` lies outside the parameter's range (`low_open`: the low bound itself is outside)."""
     below = param.low is not None and (value <= param.low if low_open else value < param.low)
-    return below or (param.high is not None and value > param.high)
+    above = param.high is not None and (value >= param.high if param.high_open else value > param.high)
+    return below or above
 
 
 def _reached(value: object) -> list[float]:

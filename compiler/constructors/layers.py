@@ -97,6 +97,43 @@ DECLARATIONS = [
         facts=LayerFacts(neurons=True),
     ),
     _layer(
+        "LeakyReLU",
+        "x for x >= 0, negative_slope * x below. Piecewise linear: branch and bound splits it at zero and "
+        "decides its leaves exactly; alpha-CROWN optimises its lower slopes in [negative_slope, 1].",
+        "LeakyReLU",
+        Param("negative_slope", FLOAT, 0.01, "The slope below zero.", low=0, high=1, high_open=True),
+        facts=LayerFacts(neurons=True),
+    ),
+    _layer(
+        "Abs",
+        "|x|. Piecewise linear: branch and bound splits it at zero and decides its leaves exactly; "
+        "alpha-CROWN optimises its lower slopes in [-1, 1].",
+        "Abs",
+        facts=LayerFacts(neurons=True),
+    ),
+    _layer(
+        "HardTanh",
+        "x clipped to [-1, 1]. Bounded in every domain by its lines; branch and bound does not split it "
+        "(its leaves are bounded, not decided exactly).",
+        "HardTanh",
+        facts=LayerFacts(neurons=True),
+    ),
+    _layer(
+        "Sigmoid",
+        "1 / (1 + exp(-x)). Relaxed by chords and tangents (CROWN's) on either side of zero and by "
+        "parallel lines across it; branch and bound does not split it (its leaves are bounded, not decided "
+        "exactly).",
+        "Sigmoid",
+        facts=LayerFacts(neurons=True),
+    ),
+    _layer(
+        "Tanh",
+        "tanh(x). Relaxed as Sigmoid is; branch and bound does not split it (its leaves are bounded, not "
+        "decided exactly).",
+        "Tanh",
+        facts=LayerFacts(neurons=True),
+    ),
+    _layer(
         "AvgPool2D",
         "Average pooling (zero padding counts in the average, which keeps it linear). The paper's "
         "DenseNet-100 used kernel 2 with padding 1 in its transitions.",

@@ -174,8 +174,36 @@ def _bias(node, c: np.ndarray, out: int) -> np.ndarray:
         raise _refuse(node, f"a bias of shape {list(c.shape)} for {out} outputs") from None
 
 
-def relu(graph, node, value: str, items: list[Item]) -> None:
-    items.append(ImportedLayer("ReLU", {}, {}, node_name(node)))
+def activation(graph, node, value: str, items: list[Item]) -> None:
+    """An activation of daic's family, by the operator's name (`ACTIVATIONS`)."""
+    items.append(ImportedLayer(ACTIVATIONS[node.op_type], {}, {}, node_name(node)))
+
+
+ACTIVATIONS = {"Relu": "ReLU", "Sigmoid": "Sigmoid", "Tanh": "Tanh", "Abs": "Abs"}
+"""The ONNX operators that are an activation of daic's as they are (no attribute)."""
+
+
+def leaky_relu(graph, node, value: str, items: list[Item]) -> None:
+    slope = float(_attributes(node).get("alpha", 0.01))
+    if not 0 <= slope < 1:
+        raise _refuse(node, f"alpha {slope:g}: daic's LeakyReLU has a slope in [0, 1) below zero")
+    items.append(ImportedLayer("LeakyReLU", {"negative_slope": slope}, {}, node_name(node)))
+
+
+def clip(graph, node, value: str, items: list[Item]) -> None:
+    """Clip to [-1, 1] (what `torch.onnx.export` writes for a Hardtanh) is HardTanh; to [0, inf), ReLU."""
+    attrs = _attributes(node)
+    ends = [attrs.get("min"), attrs.get("max")]  # before opset 11, attributes; since, optional inputs
+    for k, name in enumerate(node.input[1:3]):
+        if name:
+            ends[k] = float(graph.constant(name, node).reshape(()))
+    low, high = (None if end is None else float(end) for end in ends)
+    if (low, high) == (-1.0, 1.0):
+        items.append(ImportedLayer("HardTanh", {}, {}, node_name(node)))
+    elif low == 0.0 and high is None:
+        items.append(ImportedLayer("ReLU", {}, {}, node_name(node)))
+    else:
+        raise _refuse(node, f"min {low} and max {high}: daic clips to [-1, 1] (HardTanh) or [0, inf) (ReLU)")
 
 
 def batch_norm(graph, node, value: str, items: list[Item]) -> None:
@@ -336,7 +364,9 @@ CONVERTERS: dict[str, Callable[[Any, Any, str, list[Item]], str | None]] = {
     "Conv": conv,
     "Gemm": gemm,
     "MatMul": matmul,
-    "Relu": relu,
+    **{op: activation for op in ACTIVATIONS},
+    "LeakyRelu": leaky_relu,
+    "Clip": clip,
     "BatchNormalization": batch_norm,
     "MaxPool": max_pool,
     "AveragePool": average_pool,

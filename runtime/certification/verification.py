@@ -31,7 +31,7 @@ from daic.runtime.domains import dropping_dead_terms
 from daic.runtime.domains.coeffs import Dense
 from daic.runtime.domains.element import margin_others
 from daic.runtime.domains.symbolic import LayerSlopes, Symbolic
-from daic.runtime.layers import DecorrelateMin, ReLU
+from daic.runtime.layers import DecorrelateMin
 from daic.runtime.layers.base import placement
 
 INTERMEDIATE = ("crown", "box", "hbox", "best")
@@ -206,12 +206,13 @@ def slot_count_matters(model: nn.Module, training: bool) -> bool:
 
 
 def relu_neurons(model: nn.Module, shape: tuple[int, ...]) -> int:
-    """The ReLU neurons of the network for one input of ``shape``: what a CROWN pass's cost grows with."""
+    """The neurons of the network's activations (ReLU and the rest of the family) for one input of ``shape``:
+    what a CROWN pass's cost grows with."""
     counted = [0]
     hooks = [
         m.register_forward_hook(lambda _m, _i, out: counted.__setitem__(0, counted[0] + out[0].numel()))
         for m in model.modules()
-        if isinstance(m, ReLU)
+        if getattr(m, "activation", False)
     ]
     try:
         device, dtype = placement(model)

@@ -238,7 +238,7 @@ class Symbolic(Element):
         if getattr(layer, "back_symbolic", None) is None:
             raise NotImplementedError(f"{type(layer).__name__} has no linear-relaxation transformer")
         if getattr(layer, "relaxes_input", False):
-            self.refine()
+            self.refine(layer)
         companions = tuple(c.through(layer, ctx) for c in self.companions)
         return Symbolic(self.analysis, "layer", (self,), companions, layer=layer)
 
@@ -277,7 +277,7 @@ class Symbolic(Element):
             self._bounds = reduce(torch.maximum, lows), reduce(torch.minimum, ups)
         return self._bounds
 
-    def refine(self) -> None:
+    def refine(self, layer: Any = None) -> None:
         """With ``crown``: bounds of this node's neurons by back-substitution, intersected with the
         companions'. Only the neurons each image's companions leave unstable (lower < 0 < upper) are
         back-substituted, each as two rows (its lower and upper bound) of its own image, a chunk of them at
@@ -299,7 +299,7 @@ class Symbolic(Element):
             return
         lower, upper = self.bounds()
         low, up = lower.flatten(1).clone(), upper.flatten(1).clone()
-        unstable = ((lower < 0) & (upper > 0)).flatten(1)  # (B, N)
+        unstable = _relaxed(layer, lower, upper).flatten(1)  # (B, N)
         rest = unstable
         sample = spread_sample(unstable, SAMPLE) if self.analysis.least_gain > 0 else None
         if sample is not None:
@@ -605,3 +605,11 @@ def _send(
         if ledger:
             ledger.merged(node, rows)
     pending[node.id] = (node, rows)
+
+
+def _relaxed(layer: Any, lower: Tensor, upper: Tensor) -> Tensor:
+    """The neurons the consuming `layer`'s relaxation loosens, those CROWN refines: as the layer declares
+    (`relaxed_neurons`: an activation's non-affine ones, which for a smooth one are all but points), else
+    those whose interval crosses zero (ReLU's, max pooling's)."""
+    declared = getattr(layer, "relaxed_neurons", None)
+    return declared(lower, upper) if declared is not None else (lower < 0) & (upper > 0)

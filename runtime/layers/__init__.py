@@ -1,6 +1,7 @@
 """Layers: each class holds its concrete forward and its abstract transformers (``abstract(value, ctx)``)."""
 
-from daic.runtime.layers.activation import ReLU, relu_box, relu_deepz, relu_hybrid
+from daic.runtime.layers.activation import Activation, Lines, ReLU, relu_box, relu_deepz, relu_hybrid
+from daic.runtime.layers.activations import Abs, HardTanh, LeakyReLU, Sigmoid, Tanh
 from daic.runtime.layers.affine import Conv2D, Flatten, Linear, Normalize
 from daic.runtime.layers.base import AbstractLayer, AbstractMixin, Pass, trace
 from daic.runtime.layers.containers import Concat, Residual, Sequential
@@ -14,8 +15,10 @@ from daic.runtime.layers.taps import TAPS, Latent
 
 __all__ = [
     "TAPS",
+    "Abs",
     "AbstractLayer",
     "AbstractMixin",
+    "Activation",
     "AvgPool2D",
     "BatchNorm",
     "Concat",
@@ -29,8 +32,11 @@ __all__ = [
     "DecorrelateMin",
     "DeepLoss",
     "Flatten",
+    "HardTanh",
     "Latent",
+    "LeakyReLU",
     "Linear",
+    "Lines",
     "MaxPool2D",
     "Normalize",
     "Pass",
@@ -38,6 +44,8 @@ __all__ = [
     "Regroup",
     "Residual",
     "Sequential",
+    "Sigmoid",
+    "Tanh",
     "deep_loss",
     "relu_box",
     "relu_deepz",

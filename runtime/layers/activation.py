@@ -1,7 +1,9 @@
-"""ReLU and its abstract transformers."""
+"""The activation family (`Activation`: what a nonlinearity declares once) and its first member, ReLU, with
+its fused transformers; the other members are in `activations`."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
@@ -11,7 +13,7 @@ from torch.autograd.function import once_differentiable
 
 from daic.runtime import native
 from daic.runtime.context import AbstractContext
-from daic.runtime.domains import Box, HybridZonotope
+from daic.runtime.domains import Box, HybridZonotope, rounding
 from daic.runtime.domains.coeffs import Dense
 from daic.runtime.domains.rounding import Rounding, rounds_outward, unit
 from daic.runtime.layers.base import AbstractMixin
@@ -161,12 +163,139 @@ def _largest_intercept(lower: Tensor, upper: Tensor) -> float:
     return reach * (1 + 16 * unit(lower.dtype)) + 2 * torch.finfo(lower.dtype).tiny
 
 
-class ReLU(AbstractMixin, nn.Module):
-    """ReLU; on hybrid zonotopes the transformer is chosen by ``ctx.relu`` (``"hybrid"`` or ``"deepz"``);
-    in the linear relaxation it is CROWN's (`crown_relaxation`), with alpha-CROWN's slopes when given."""
+@dataclass
+class Lines:
+    """A linear relaxation of an activation ``f`` on ``[lower, upper]``, per neuron: ``ls x + lb <= f(x) <=
+    us x + ub`` over the interval, in exact arithmetic for the floats given; ``exact``: the neurons where
+    both lines are ``f`` itself (``f`` is affine there), the others are the ones a relaxation loosens."""
+
+    ls: Tensor
+    lb: Tensor
+    us: Tensor
+    ub: Tensor
+    exact: Tensor
+
+
+class Activation(AbstractMixin, nn.Module):
+    """A nonlinearity applied neuron by neuron: a member declares, once, its function (`forward`), its
+    interval image (`interval`) and its linear relaxation on given input bounds (`relaxation`), and from
+    these every domain's transformer follows: the box (the interval image), the hybrid zonotope (a crossing
+    neuron becomes the box of its image; with ``ctx.relu == "deepz"`` the parallel lines of its relaxation)
+    and back-substitution (the lines, a positive coefficient taking the lower one). It also says:
+
+    - ``slopes``: the range of lower slopes through the origin alpha-CROWN may optimise for its neurons
+      the relaxation loosens (``f(0) = 0`` and ``a x <= f(x)`` for every ``a`` in it), or None;
+    - ``splittable``: branch and bound may split its input at zero, each side making it affine;
+    - ``bounded_output``: the largest ``|f(x)|`` when ``f`` is bounded (the magnitude its rounding is
+      relative to), else None (``|f(x)| <= |x|``).
+    """
 
     relaxes_input = True
+    activation = True
+    slopes: tuple[float, float] | None = None
+    bounded_output: float | None = None
+
+    def interval(self, lower: Tensor, upper: Tensor) -> tuple[Tensor, Tensor]:
+        """Bounds of ``f`` over ``[lower, upper]`` in exact arithmetic (a monotone ``f`` by default)."""
+        return outward(self(lower), self(upper), self.bounded_output)
+
+    def relaxation(self, lower: Tensor, upper: Tensor) -> Lines:
+        raise NotImplementedError(f"{type(self).__name__} declares no linear relaxation")
+
+    def relaxed_neurons(self, lower: Tensor, upper: Tensor) -> Tensor:
+        """The neurons its relaxation loosens on these input bounds: those CROWN bounds its input for."""
+        return ~self.relaxation(lower, upper).exact
+
+    def abstract_box(self, x: Box, ctx: AbstractContext) -> Box:
+        return Box.from_bounds(*self.interval(*x.bounds()))
+
+    def abstract_hz(self, x: HybridZonotope, ctx: AbstractContext) -> HybridZonotope:
+        lower, upper = x.bounds()
+        lines = self.relaxation(lower, upper)
+        if ctx.relu == "deepz":  # y - ls x lies in [lb, ub + max over the interval of (us - ls) x]
+            slope, low = lines.ls, lines.lb
+            gap = lines.us - lines.ls
+            high = rounding.up(lines.ub + torch.maximum(rounding.up(gap * lower), rounding.up(gap * upper)))
+        else:  # affine neurons map exactly, the others become the box of their image
+            image_low, image_high = self.interval(lower, upper)
+            exact = lines.exact.to(lower.dtype)
+            slope = lines.ls * exact
+            low = torch.where(lines.exact, lines.lb, image_low)
+            high = torch.where(lines.exact, lines.ub, image_high)
+        middle = (low + high) / 2
+        radius = (
+            rounding.enclosing_radius(middle, low, high) if rounding.rounds_outward() else (high - low) / 2
+        )
+        return x.scale_terms(slope, slope * x.head + middle, slope.abs() * x.beta + radius)
+
+    def rounding(self, x) -> Rounding:
+        """Elementwise, slopes of magnitude at most 1; a bounded output's rounding is relative to its bound.
+        Back-substitution's constants are the lines' intercepts (`back_symbolic` sums two of them)."""
+        bound = self.bounded_output or 0.0
+
+        def intercepts() -> float:
+            lines = self.relaxation(*x.bounds())
+            largest = (lines.ub - lines.lb).abs().max() + lines.lb.abs().max()
+            return 2 * float(largest.detach()) + torch.finfo(lines.lb.dtype).tiny
+
+        return Rounding(constant=bound, back_constant=intercepts)
+
+    @property
+    def initial_slopes(self):
+        """``initial_slopes(node)``: the relaxation's lower slopes at this layer's output ``node``, where
+        alpha-CROWN starts; None for a member without optimisable slopes (alpha-CROWN leaves it)."""
+        if self.slopes is None:
+            return None
+        return lambda node: self.relaxation(*node.parents[0].bounds()).ls
+
+    def back_symbolic(self, coeffs: Coeffs, node: Symbolic, how: Backward) -> tuple[Coeffs, Tensor]:
+        lines = self.relaxation(*node.parents[0].bounds())
+        ls, lb = lines.ls, lines.lb
+        alpha = how.lower_slope(node, coeffs, ls) if self.slopes is not None else None
+        if alpha is not None:  # alpha-CROWN's lines pass through the origin (lb = 0 where they apply)
+            # Used within the member's own range whatever the optimiser's projection left: sound as used.
+            alpha = alpha.clamp(*self.slopes)
+            ls = torch.where(coeffs.per_row(~lines.exact), alpha, coeffs.per_row(ls))
+            lb = torch.where(lines.exact, lb, torch.zeros_like(lb))
+        moved, constant = coeffs.relaxed(ls, lines.us, lines.ub - lb, per_row=alpha is not None)
+        if bool(lb.any()):
+            constant = constant + coeffs.dot(lb)
+        split = how.split_term(node)
+        if split is not None:  # beta-CROWN: the split constraints, weighed into the rows
+            moved = moved + Dense(split)
+        return moved, constant
+
+
+def outward(low: Tensor, high: Tensor, bound: float | None) -> tuple[Tensor, Tensor]:
+    """``[low, high]`` widened by the rounding of the function values that gave them when rounding outward:
+    a few units in the last place of the value (an absolute few of the bound's for a bounded function,
+    whose library implementations err by a few ulps of it)."""
+    if not rounding.rounds_outward():
+        return low, high
+    u, tiny = rounding.unit(low.dtype), torch.finfo(low.dtype).tiny
+    room_low = 8 * u * (low.abs() + (bound or 0.0)) + tiny
+    room_high = 8 * u * (high.abs() + (bound or 0.0)) + tiny
+    return low - room_low, high + room_high
+
+
+class ReLU(Activation):
+    """ReLU, the family's first member; on hybrid zonotopes the transformer is chosen by ``ctx.relu``
+    (``"hybrid"`` or ``"deepz"``); in the linear relaxation it is CROWN's (`crown_relaxation`), with
+    alpha-CROWN's slopes when given. Its transformers are its own fused ones (the family's would give the
+    same sets)."""
+
     splittable = True
+    slopes = (0.0, 1.0)
+
+    def interval(self, lower: Tensor, upper: Tensor) -> tuple[Tensor, Tensor]:
+        return F.relu(lower), F.relu(upper)
+
+    def relaxation(self, lower: Tensor, upper: Tensor) -> Lines:
+        ls, us, ub, unstable = crown_relaxation(lower, upper)
+        return Lines(ls, torch.zeros_like(ls), us, ub, ~unstable)
+
+    def relaxed_neurons(self, lower: Tensor, upper: Tensor) -> Tensor:
+        return (lower < 0) & (upper > 0)
 
     def forward(self, x: Tensor) -> Tensor:
         return F.relu(x)

@@ -1,8 +1,9 @@
 """Regularisers a scheme adds to its goal's loss: the warm-up regularisers of Shi et al. ("Fast Certified
 Robust Training with Short Warmup", NeurIPS 2021), and an L1 penalty of the weights.
 
-During the epsilon ramp, Shi et al. add ``L_tightness + L_relu`` (averaged over the ReLU layers), computed
-from the interval bounds ``[l, u]`` of every ReLU's input for the step's epsilon-box:
+During the epsilon ramp, Shi et al. add ``L_tightness + L_relu`` (averaged over the ReLU layers: here every
+layer that declares itself `splittable`, whose input's sign decides it, ReLU, LeakyReLU and Abs), computed
+from the interval bounds ``[l, u]`` of every such layer's input for the step's epsilon-box:
 
 - tightness: ``relu(tau - r0 / mean((u - l) / 2)) / tau``, ``r0`` the mean radius of the first affine
   layer's input box: it keeps the interval bounds from growing faster than the input's;
@@ -24,7 +25,6 @@ from torch import Tensor, nn
 from daic.runtime import native
 from daic.runtime.context import AbstractContext
 from daic.runtime.domains import Box, HybridZonotope, Symbolic, Value
-from daic.runtime.layers.activation import ReLU
 from daic.runtime.layers.affine import Conv2D, Linear, Normalize
 from daic.runtime.layers.base import Pass, trace
 from daic.runtime.layers.taps import Latent
@@ -41,7 +41,7 @@ def warmup_regulariser(
     pass computes them."""
     if relu_inputs is None:
         run = trace(model, Box.from_bounds(lower, upper), AbstractContext(training=True, relu=relu))
-        relu_inputs = [Box.from_bounds(*x.bounds()) for layer, x in run.visits if isinstance(layer, ReLU)]
+        relu_inputs = [Box.from_bounds(*x.bounds()) for layer, x in run.visits if layer.splittable]
     if not relu_inputs:
         return lower.new_zeros(())
     r0 = _first_affine_input(model, Box.from_bounds(lower, upper)).radius.mean()
@@ -57,7 +57,7 @@ def interval_relu_inputs(run: Pass, relu: str) -> list[Box] | None:
     boxes, TAPS's companion boxes, a folded box's Box companions, and hybrid zonotopes without correlated
     terms under the hybrid ReLU (which is the box ReLU on them). None otherwise: then `warmup_regulariser`
     makes its own interval pass."""
-    found = [_as_interval(x, relu) for layer, x in run.visits if isinstance(layer, ReLU)]
+    found = [_as_interval(x, relu) for layer, x in run.visits if layer.splittable]
     return None if any(box is None for box in found) else found
 
 

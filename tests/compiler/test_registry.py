@@ -141,13 +141,14 @@ def test_every_declared_choice_is_what_the_runtime_accepts():
 
 def test_every_layer_declares_its_rounding_and_splitting():
     """No layer inherits an arithmetic it may not have: each runtime layer says its own rounding, and
-    only a ReLU is split by branch and bound."""
+    only the activations split at zero into affine pieces (ReLU, LeakyReLU, Abs) are split by branch and
+    bound."""
     from daic.runtime.layers import Concat, Residual, Sequential
     from daic.runtime.layers.base import AbstractMixin
 
     declared = {load_target(d.target) for d in REGISTRY.of_category(*LAYER_CATEGORIES) if d.target}
     layers = declared | {Sequential, Residual, Concat}  # what networks and their blocks lower to
-    assert len(declared) == 17
+    assert len(declared) == 22
     undeclared = sorted(c.__name__ for c in layers if c.rounding is AbstractMixin.rounding)
     assert undeclared == []
-    assert sorted(c.__name__ for c in layers if c.splittable) == ["ReLU"]
+    assert sorted(c.__name__ for c in layers if c.splittable) == ["Abs", "LeakyReLU", "ReLU"]

@@ -1,7 +1,8 @@
 """Random networks of every layer kind and abstract layer, for the soundness tests of every domain.
 
 Shapes are tracked as (C, H, W) in the convolutional part and (n,) in the dense part. Weights are drawn by
-`randomize` at a scale where many ReLUs cross zero.
+`randomize` at a scale where many ReLUs cross zero. Every member of the activation family is drawn where
+a ReLU may stand.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 from torch import nn
 
 from daic.runtime import (
+    Abs,
     AvgPool2D,
     BatchNorm,
     Concat,
@@ -25,6 +27,8 @@ from daic.runtime import (
     DecorrelateMin,
     DeepLoss,
     Flatten,
+    HardTanh,
+    LeakyReLU,
     Lin,
     Linear,
     MaxPool2D,
@@ -33,7 +37,17 @@ from daic.runtime import (
     ReLU,
     Residual,
     Sequential,
+    Sigmoid,
+    Tanh,
 )
+
+ACTIVATIONS = (ReLU, lambda: LeakyReLU(0.1), Abs, HardTanh, Sigmoid, Tanh)
+"""The activation family, ReLU first (hypothesis shrinks towards it)."""
+
+
+@st.composite
+def activations(draw) -> nn.Module:
+    return draw(st.sampled_from(ACTIVATIONS))()
 
 
 @st.composite
@@ -82,7 +96,7 @@ def same_shape_branch(draw, c: int, shape: tuple[int, int, int], adds: bool | No
         elif kind == "conv1":
             layers.append(Conv2D(c, c, 1))
         elif kind == "relu":
-            layers.append(ReLU())
+            layers.append(draw(activations()))
         else:
             layers.append(draw(abstract_layers(shape)))
     return layers
@@ -122,7 +136,7 @@ def networks(draw) -> tuple[Sequential, tuple[int, int, int]]:
             layers.append(Conv2D(c, out, k, stride=s, padding=p))
             c, h, w = out, (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1
         elif kind == "relu":
-            layers.append(ReLU())
+            layers.append(draw(activations()))
         elif kind == "batchnorm":
             layers.append(BatchNorm(c))
         elif kind == "regroup":  # rows and columns swapped, or every channel's values dealt across channels
@@ -164,7 +178,7 @@ def networks(draw) -> tuple[Sequential, tuple[int, int, int]]:
     layers.append(Linear(n, hidden))
     if draw(st.booleans()):
         layers.append(BatchNorm(hidden))
-    layers.append(ReLU())
+    layers.append(draw(activations()))
     if draw(st.booleans()):
         layers.append(draw(abstract_layers((hidden,))))
     if draw(st.booleans()):
@@ -238,6 +252,6 @@ def branchy_networks(draw) -> tuple[Sequential, tuple[int, int, int]]:
         else:
             layers.append(Concat(b1, b2, dim=1))
             cc = 2 * cc
-        layers.append(ReLU())
+        layers.append(draw(activations()))
     layers.append(Linear(cc * h * w, draw(st.integers(1, 4))))
     return Sequential(*layers), (c, h, w)

@@ -44,6 +44,7 @@ class Layout:
     outputs: tuple[int, ...]  # the splittable layers' output nodes' ids, in the same order
     shapes: tuple[tuple[int, ...], ...]  # each node's neuron shape
     offsets: tuple[int, ...]
+    layers: tuple[nn.Module, ...]  # the splittable layers (each declares its relaxation)
 
     @classmethod
     def of(cls, output: Symbolic) -> Layout:
@@ -51,7 +52,8 @@ class Layout:
         shapes = tuple(tuple(node.shape[1:]) for node in nodes)
         sizes = [torch.Size(shape).numel() for shape in shapes]
         offsets = tuple(sum(sizes[:k]) for k in range(len(sizes)))
-        return cls(tuple(n.parents[0].id for n in nodes), tuple(n.id for n in nodes), shapes, offsets)
+        inputs, outputs = tuple(n.parents[0].id for n in nodes), tuple(n.id for n in nodes)
+        return cls(inputs, outputs, shapes, offsets, tuple(n.layer for n in nodes))
 
     @property
     def size(self) -> int:

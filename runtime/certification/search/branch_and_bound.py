@@ -346,12 +346,21 @@ class _Run(RootPhase):
         batch, i = images.batch, int(images.batch_index[j])
         batch.best[i] = max(float(batch.best[i]), min(images.undecided[j], least_open))
         outcome.timed_out = bool(still_open)
-        outcome.message = (
-            f"{label}: the time ran out with {still_open} subdomains open"
-            if still_open
-            else f"{label}: every subdomain was split to its end; a leaf's least margin is at most zero "
-            "at points that are no witness (a tie, or a violation float32 or exact arithmetic undoes)"
-        )
+        unsplit = sorted({type(m).__name__ for m in self.model.modules() if getattr(m, "activation", False)
+                          and not m.splittable})  # fmt: skip
+        if still_open:
+            outcome.message = f"{label}: the time ran out with {still_open} subdomains open"
+        elif unsplit:
+            outcome.message = (
+                f"{label}: every subdomain was split to its end, but branch and bound splits no "
+                f"{' or '.join(unsplit)}: its leaves are bounded, not decided exactly, and a leaf's bound "
+                "stays at most zero"
+            )
+        else:
+            outcome.message = (
+                f"{label}: every subdomain was split to its end; a leaf's least margin is at most zero "
+                "at points that are no witness (a tie, or a violation float32 or exact arithmetic undoes)"
+            )
 
 
 def _written(value: float | str) -> str:

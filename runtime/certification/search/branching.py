@@ -10,18 +10,21 @@ import torch
 from torch import Tensor
 
 from daic.runtime.certification.search.bounding import Bounded, Layout
-from daic.runtime.layers.activation import crown_relaxation
 
 
 def ranked_neurons(bounded: Bounded, layout: Layout, count: int) -> Tensor:
     """``(N, count)``: each subdomain's best-scored unstable neurons (flat over the `layout`), best first;
-    -1 past its last. A neuron's score is what the intercept of its upper relaxation lowers the rows still
-    at or below zero, with the interval width as a tie-break."""
+    -1 past its last. A neuron's score is what the gap between its relaxation's intercepts (the upper's, for
+    the family's splittable members) lowers the rows still at or below zero, with the interval width as a
+    tie-break."""
+    if not layout.inputs:  # nothing branch and bound may split: every subdomain is a leaf
+        return torch.full((len(bounded.lower), count), -1, dtype=torch.long, device=bounded.lower.device)
     open_rows = (bounded.lower <= 0).to(bounded.lower.dtype)  # (N, K)
     scores = {}
-    for node_in, node_out in zip(layout.inputs, layout.outputs, strict=True):
+    for node_in, node_out, layer in zip(layout.inputs, layout.outputs, layout.layers, strict=True):
         lower, upper = bounded.split_inputs[node_in]
-        _, _, intercept, unstable = crown_relaxation(lower, upper)
+        lines = layer.relaxation(lower, upper)
+        intercept, unstable = lines.ub - lines.lb, ~lines.exact
         coefficients = bounded.coefficients[node_out]  # (N, K, *F): the rows on the layer's output
         mask = open_rows.view(*open_rows.shape, *[1] * (coefficients.dim() - 2))
         weight = (mask * (-coefficients).clamp(min=0)).sum(1)

@@ -10,7 +10,7 @@ import pytest
 import torch
 from scipy.optimize import linprog
 
-from daic.runtime import Linear, ReLU, Sequential
+from daic.runtime import Abs, LeakyReLU, Linear, ReLU, Sequential
 from daic.runtime.certification.attacks import Attacker
 from daic.runtime.certification.certify import Attack, Batch, Outcome, cascade, certify, falsify
 from daic.runtime.certification.search import ATTACK_SHARE, BranchAndBound, refined_intermediates
@@ -25,14 +25,16 @@ from daic.runtime.layers.containers import Concat, Residual
 EPS = 0.2
 
 
-def blob_network(seed: int, width: int = 5) -> Sequential:
-    """A two-hidden-layer network trained briefly on three 2-D blobs: its boundaries cross [0, 1]^2."""
+def blob_network(seed: int, width: int = 5, activation: type = ReLU) -> Sequential:
+    """A two-hidden-layer network (of `activation`, a factory) trained briefly on three 2-D blobs: its
+    boundaries cross [0, 1]^2."""
     g = torch.Generator().manual_seed(seed)
     centres = torch.tensor([[0.25, 0.3], [0.7, 0.35], [0.5, 0.75]], dtype=torch.float64)
     labels = torch.randint(0, 3, (300,), generator=g)
     points = centres[labels] + 0.12 * torch.randn(300, 2, generator=g, dtype=torch.float64)
     torch.manual_seed(seed)
-    net = Sequential(Linear(2, width), ReLU(), Linear(width, width), ReLU(), Linear(width, 3)).double()
+    net = Sequential(Linear(2, width), activation(), Linear(width, width), activation(), Linear(width, 3))
+    net = net.double()
     optimizer = torch.optim.Adam(net.parameters(), lr=0.03)
     for _ in range(200):
         optimizer.zero_grad()
@@ -41,22 +43,33 @@ def blob_network(seed: int, width: int = 5) -> Sequential:
     return net
 
 
+def pieces(activation: torch.nn.Module) -> tuple[float, float]:
+    """The slopes of a piecewise-linear member through the origin: above zero, and below."""
+    if isinstance(activation, LeakyReLU):
+        return 1.0, activation.negative_slope
+    return (1.0, -1.0) if isinstance(activation, Abs) else (1.0, 0.0)
+
+
 def exact_least_margin(net: Sequential, lower: torch.Tensor, upper: torch.Tensor, label: int) -> float:
     """``min over the box of min_j (y_t - y_j)``: for every activation pattern of the hidden neurons, a
     linear program over the inputs where the network follows it (the network is affine there). Neurons
-    that interval arithmetic (computed here by hand) proves active or dead on the whole box keep that
+    that interval arithmetic (computed here by hand) proves on one side of zero on the whole box keep that
     state; the others take both."""
-    first, _, second, _, last = net
+    first, act, second, _, last = net
+    above, below = pieces(act)
     w1, b1 = first.weight.detach(), first.bias.detach()
     w2, b2 = second.weight.detach(), second.bias.detach()
     w3, b3 = last.weight.detach(), last.bias.detach()
     centre, radius = (upper + lower) / 2, (upper - lower) / 2
     z1_low, z1_up = w1 @ centre + b1 - w1.abs() @ radius, w1 @ centre + b1 + w1.abs() @ radius
-    h_low, h_up = z1_low.clamp(min=0), z1_up.clamp(min=0)
+    h_low, h_up = act.interval(z1_low, z1_up)
     z2_mid = w2 @ ((h_up + h_low) / 2) + b2
     z2_low, z2_up = z2_mid - w2.abs() @ ((h_up - h_low) / 2), z2_mid + w2.abs() @ ((h_up - h_low) / 2)
     states = [
-        [(1.0,) if lo >= 0 else (0.0,) if up <= 0 else (0.0, 1.0) for lo, up in zip(low, high, strict=True)]
+        [
+            (above,) if lo >= 0 else (below,) if up <= 0 else (below, above)
+            for lo, up in zip(low, high, strict=True)
+        ]
         for low, high in ((z1_low, z1_up), (z2_low, z2_up))
     ]
     width = w1.shape[0]
@@ -69,8 +82,8 @@ def exact_least_margin(net: Sequential, lower: torch.Tensor, upper: torch.Tensor
         a1, c1 = w1, b1
         a2, c2 = w2 @ (d1[:, None] * a1), w2 @ (d1 * c1) + b2
         a3, c3 = w3 @ (d2[:, None] * a2), w3 @ (d2 * c2) + b3
-        # s z >= 0 for each neuron: active (s = 1) or inactive (s = -1), as -s a x <= s c.
-        s1, s2 = 2 * d1 - 1, 2 * d2 - 1
+        # s z >= 0 for each neuron: above zero (s = 1) or below (s = -1), as -s a x <= s c.
+        s1, s2 = torch.where(d1 == above, 1.0, -1.0).double(), torch.where(d2 == above, 1.0, -1.0).double()
         a_ub = torch.cat([-(s1[:, None] * a1), -(s2[:, None] * a2)]).numpy()
         b_ub = torch.cat([s1 * c1, s2 * c2]).numpy()
         for j in range(3):
@@ -112,6 +125,34 @@ def test_branch_and_bound_agrees_with_every_activation_pattern(seed, search):
             assert outcome.margin <= 0 and outcome.margin >= truth - 1e-9
         decided += 1
     assert decided == 12
+
+
+@pytest.mark.parametrize(
+    ("activation", "seed", "width", "eps"),
+    [(lambda: LeakyReLU(0.1), 1, 8, 0.2), (Abs, 0, 5, 0.2)],
+    ids=["LeakyReLU", "Abs"],
+)
+@pytest.mark.parametrize("search", [{}, {"steps": 0, "root_steps": 0}], ids=["default", "crown-only"])
+def test_branch_and_bound_decides_every_piecewise_linear_member_exactly(search, activation, seed, width, eps):
+    """LeakyReLU and Abs split at zero as ReLU does: every verdict and margin as the enumeration of their
+    pieces says (networks and radii where CROWN alone leaves some image to split)."""
+    net = blob_network(seed, width=width, activation=activation)
+    x = torch.rand(12, 2, generator=torch.Generator().manual_seed(seed + 10), dtype=torch.float64)
+    with torch.no_grad():
+        y = net(x).argmax(1)
+    outcomes = certify(net, [BranchAndBound(timeout=30, batch=4, **search)], x, y, eps, (0.0, 1.0))
+    split = 0
+    for outcome, xi, yi in zip(outcomes, x, y, strict=True):
+        lower, upper = (xi - eps).clamp(0, 1), (xi + eps).clamp(0, 1)
+        truth = exact_least_margin(net, lower, upper, int(yi))
+        assert (outcome.status == "verified") == (truth > 0), (outcome.record(), truth)
+        assert outcome.status in ("verified", "falsified"), outcome.record()
+        if outcome.status == "verified":
+            assert 0 < outcome.margin <= truth + 1e-9
+        else:
+            assert truth - 1e-9 <= outcome.margin <= 0
+        split += outcome.search is not None and outcome.search["subdomains"] > 0
+    assert split or not search, "the search without optimisation should split some image"
 
 
 def test_branch_and_bound_decides_what_crown_leaves_open():
