@@ -159,7 +159,18 @@ class Symbolic(Element):
     """A node: its ``layer`` (or ``kind`` "input", "add", "cat") applied to ``parents``, with the companion
     elements that reached it."""
 
-    __slots__ = ("_bounds", "_refined", "analysis", "companions", "dim", "id", "kind", "layer", "parents")
+    __slots__ = (
+        "_bounds",
+        "_memo",
+        "_refined",
+        "analysis",
+        "companions",
+        "dim",
+        "id",
+        "kind",
+        "layer",
+        "parents",
+    )
 
     def __init__(
         self,
@@ -175,6 +186,7 @@ class Symbolic(Element):
         self.id = analysis.new_id()
         self._bounds: tuple[Tensor, Tensor] | None = None
         self._refined = False
+        self._memo: dict[str, Any] = {}
         analysis.widest = max(analysis.widest, self.shape[1:].numel())
 
     @classmethod
@@ -241,6 +253,13 @@ class Symbolic(Element):
             self.refine(layer)
         companions = tuple(c.through(layer, ctx) for c in self.companions)
         return Symbolic(self.analysis, "layer", (self,), companions, layer=layer)
+
+    def memo(self, key: str, make: Any) -> Any:
+        """``make()``, made once for this node: what a layer derives from bounds that no longer change once
+        a node is made (its relaxation), where every step of an optimisation would recompute it."""
+        if key not in self._memo:
+            self._memo[key] = make()
+        return self._memo[key]
 
     def ancestors(self) -> list[Symbolic]:
         """This node and every node it was computed from, each once, latest first."""

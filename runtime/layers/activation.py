@@ -238,7 +238,7 @@ class Activation(AbstractMixin, nn.Module):
             largest = (lines.ub - lines.lb).abs().max() + lines.lb.abs().max()
             return 2 * float(largest.detach()) + torch.finfo(lines.lb.dtype).tiny
 
-        return Rounding(constant=bound, back_constant=intercepts)
+        return Rounding(constant=bound, back_constant=lambda: _memo(x, f"intercepts{id(self)}", intercepts))
 
     @property
     def initial_slopes(self):
@@ -249,7 +249,7 @@ class Activation(AbstractMixin, nn.Module):
         return lambda node: self.relaxation(*node.parents[0].bounds()).ls
 
     def back_symbolic(self, coeffs: Coeffs, node: Symbolic, how: Backward) -> tuple[Coeffs, Tensor]:
-        lines = self.relaxation(*node.parents[0].bounds())
+        lines = node.memo("relaxation", lambda: self.relaxation(*node.parents[0].bounds()))
         ls, lb = lines.ls, lines.lb
         alpha = how.lower_slope(node, coeffs, ls) if self.slopes is not None else None
         if alpha is not None:  # alpha-CROWN's lines pass through the origin (lb = 0 where they apply)
@@ -310,14 +310,18 @@ class ReLU(Activation):
 
     def rounding(self, x) -> Rounding:
         """Elementwise; back-substitution's constants are the upper lines' intercepts (slopes <= 1)."""
-        return Rounding(back_constant=lambda: _largest_intercept(*x.bounds()))
+        return Rounding(
+            back_constant=lambda: _memo(
+                x, f"largest_intercept{id(self)}", lambda: _largest_intercept(*x.bounds())
+            )
+        )
 
     def initial_slopes(self, node: Symbolic) -> Tensor:
         """CROWN's lower slopes at this ReLU's output ``node``: where alpha-CROWN starts."""
         return crown_relaxation(*node.parents[0].bounds())[0]
 
     def back_symbolic(self, coeffs: Coeffs, node: Symbolic, how: Backward) -> tuple[Coeffs, Tensor]:
-        ls, us, ub, unstable = crown_relaxation(*node.parents[0].bounds())
+        ls, us, ub, unstable = node.memo("relaxation", lambda: crown_relaxation(*node.parents[0].bounds()))
         alpha = how.lower_slope(node, coeffs, ls)
         if alpha is not None:
             ls = torch.where(coeffs.per_row(unstable), alpha, coeffs.per_row(ls))
@@ -326,3 +330,10 @@ class ReLU(Activation):
         if split is not None:  # beta-CROWN: the split constraints, weighed into the rows
             moved = moved + Dense(split)  # rows of either kind add a dense term
         return moved, constant
+
+
+def _memo(value, key: str, make):
+    """``make()``, made once per node where `value` is a node of the linear relaxation (whose bounds no
+    longer change), else made now (a box or a hybrid zonotope of a forward pass)."""
+    memo = getattr(value, "memo", None)
+    return make() if memo is None else memo(key, make)

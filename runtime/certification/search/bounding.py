@@ -171,7 +171,7 @@ class Bounder:
         kept_betas = {key: b.detach().clone() for key, b in betas.items()}
         if not groups:  # nothing to relax: CROWN is exact
             return best, recorded, kept_alphas, kept_betas
-        optimizer = torch.optim.Adam(groups)
+        optimizer = torch.optim.Adam(groups, fused=best.device.type in ("cpu", "cuda"))
         for _ in range(steps):
             how = Backward(alphas, betas, weighed, record=set(recorded))
             with torch.enable_grad():
