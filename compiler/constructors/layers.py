@@ -8,6 +8,7 @@ from daic.compiler.types import ACTIVATION, BOOL, FLOAT, INT, LAYER, SCHEDULE, L
 
 SIZE = OneOf(INT, ListOf(INT))  # a kernel size, stride or padding: `3` or `[3, 3]`
 RT = "daic.runtime.layers:"
+ACTIVATIONS = "daic.runtime.layers.activations:"
 
 ONLY_TRAIN = Param(
     "only_train", BOOL, False, "True: applied while training and skipped at test time (verification)."
@@ -29,6 +30,19 @@ PLAIN = LayerFacts()  # keeps its input's shape, has no trained parameters
 def _layer(name, doc, target, *params, category=Category.LAYER, aliases=(), facts=PLAIN):
     return Constructor(
         name, category, LAYER, (*params, INPUT_SHAPE), doc, target and RT + target, aliases, layer=facts
+    )
+
+
+def _activation(name, doc, *params):
+    """A member of the activation family (`runtime/layers/activations.py`): its outputs are neurons."""
+    return Constructor(
+        name,
+        Category.LAYER,
+        LAYER,
+        (*params, INPUT_SHAPE),
+        doc,
+        ACTIVATIONS + name,
+        layer=LayerFacts(neurons=True),
     )
 
 
@@ -96,42 +110,32 @@ DECLARATIONS = [
         "ReLU",
         facts=LayerFacts(neurons=True),
     ),
-    _layer(
+    _activation(
         "LeakyReLU",
         "x for x >= 0, negative_slope * x below. Piecewise linear: branch and bound splits it at zero and "
         "decides its leaves exactly; alpha-CROWN optimises its lower slopes in [negative_slope, 1].",
-        "LeakyReLU",
         Param("negative_slope", FLOAT, 0.01, "The slope below zero.", low=0, high=1, high_open=True),
-        facts=LayerFacts(neurons=True),
     ),
-    _layer(
+    _activation(
         "Abs",
         "|x|. Piecewise linear: branch and bound splits it at zero and decides its leaves exactly; "
         "alpha-CROWN optimises its lower slopes in [-1, 1].",
-        "Abs",
-        facts=LayerFacts(neurons=True),
     ),
-    _layer(
+    _activation(
         "HardTanh",
         "x clipped to [-1, 1]. Bounded in every domain by its lines; branch and bound does not split it "
         "(its leaves are bounded, not decided exactly).",
-        "HardTanh",
-        facts=LayerFacts(neurons=True),
     ),
-    _layer(
+    _activation(
         "Sigmoid",
         "1 / (1 + exp(-x)). Relaxed by chords and tangents (CROWN's) on either side of zero and by "
-        "parallel lines across it; branch and bound does not split it (its leaves are bounded, not decided "
-        "exactly).",
-        "Sigmoid",
-        facts=LayerFacts(neurons=True),
+        "parallel lines across it; branch and bound splits it at zero, and its leaves are bounded, not "
+        "decided exactly.",
     ),
-    _layer(
+    _activation(
         "Tanh",
-        "tanh(x). Relaxed as Sigmoid is; branch and bound does not split it (its leaves are bounded, not "
-        "decided exactly).",
-        "Tanh",
-        facts=LayerFacts(neurons=True),
+        "tanh(x). Relaxed as Sigmoid is; branch and bound splits it at zero, and its leaves are bounded, "
+        "not decided exactly.",
     ),
     _layer(
         "AvgPool2D",

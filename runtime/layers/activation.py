@@ -185,13 +185,16 @@ class Activation(AbstractMixin, nn.Module):
 
     - ``slopes``: the range of lower slopes through the origin alpha-CROWN may optimise for its neurons
       the relaxation loosens (``f(0) = 0`` and ``a x <= f(x)`` for every ``a`` in it), or None;
-    - ``splittable``: branch and bound may split its input at zero, each side making it affine;
+    - ``splittable``: branch and bound may split its input at zero; ``piecewise_linear``: each side of its
+      pieces makes it affine (a split leaf of such members is decided exactly; a smooth member split at
+      zero is only relaxed more tightly on each side);
     - ``bounded_output``: the largest ``|f(x)|`` when ``f`` is bounded (the magnitude its rounding is
       relative to), else None (``|f(x)| <= |x|``).
     """
 
     relaxes_input = True
     activation = True
+    piecewise_linear = True
     slopes: tuple[float, float] | None = None
     bounded_output: float | None = None
 

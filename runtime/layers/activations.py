@@ -136,9 +136,12 @@ class _Sigmoidal(Activation):
     """An S-shaped activation (increasing, convex below zero and concave above, its derivative largest at
     zero): the chord on the convex or concave side and the tangent at the middle on the other (CROWN's);
     across zero, the parallel lines of the least slope at the ends (DeepZ's; the function minus such a line
-    is nondecreasing). Smooth: branch and bound does not split it."""
+    is nondecreasing). Smooth: branch and bound splits it at zero (each side then convex or concave, relaxed
+    by a chord and a tangent), and its leaves are bounded, not decided exactly."""
 
     bounded_output = 1.0
+    splittable = True
+    piecewise_linear = False
 
     def derivative(self, x: Tensor) -> Tensor:
         raise NotImplementedError

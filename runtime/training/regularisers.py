@@ -2,7 +2,7 @@
 Robust Training with Short Warmup", NeurIPS 2021), and an L1 penalty of the weights.
 
 During the epsilon ramp, Shi et al. add ``L_tightness + L_relu`` (averaged over the ReLU layers: here every
-layer that declares itself `splittable`, whose input's sign decides it, ReLU, LeakyReLU and Abs), computed
+piecewise-linear activation whose input's sign decides it, ReLU, LeakyReLU and Abs, as it declares), computed
 from the interval bounds ``[l, u]`` of every such layer's input for the step's epsilon-box:
 
 - tightness: ``relu(tau - r0 / mean((u - l) / 2)) / tau``, ``r0`` the mean radius of the first affine
@@ -41,7 +41,7 @@ def warmup_regulariser(
     pass computes them."""
     if relu_inputs is None:
         run = trace(model, Box.from_bounds(lower, upper), AbstractContext(training=True, relu=relu))
-        relu_inputs = [Box.from_bounds(*x.bounds()) for layer, x in run.visits if layer.splittable]
+        relu_inputs = [Box.from_bounds(*x.bounds()) for layer, x in run.visits if _balanced(layer)]
     if not relu_inputs:
         return lower.new_zeros(())
     r0 = _first_affine_input(model, Box.from_bounds(lower, upper)).radius.mean()
@@ -57,7 +57,7 @@ def interval_relu_inputs(run: Pass, relu: str) -> list[Box] | None:
     boxes, TAPS's companion boxes, a folded box's Box companions, and hybrid zonotopes without correlated
     terms under the hybrid ReLU (which is the box ReLU on them). None otherwise: then `warmup_regulariser`
     makes its own interval pass."""
-    found = [_as_interval(x, relu) for layer, x in run.visits if layer.splittable]
+    found = [_as_interval(x, relu) for layer, x in run.visits if _balanced(layer)]
     return None if any(box is None for box in found) else found
 
 
@@ -141,3 +141,9 @@ def _add_signed_constant_(grad: Tensor, w: Tensor, constant: float) -> None:
         if native.add_signed_product_(flat_grad, flat_w, row.expand_as(flat_w)):
             return
     grad.add_(torch.sign(w), alpha=constant)
+
+
+def _balanced(layer) -> bool:
+    """Whether Shi et al.'s balance of active and inactive neurons applies to `layer`: a piecewise-linear
+    activation that its input's sign decides (ReLU, LeakyReLU, Abs), as the layer declares."""
+    return getattr(layer, "splittable", False) and getattr(layer, "piecewise_linear", False)

@@ -141,8 +141,8 @@ def test_every_declared_choice_is_what_the_runtime_accepts():
 
 def test_every_layer_declares_its_rounding_and_splitting():
     """No layer inherits an arithmetic it may not have: each runtime layer says its own rounding, and
-    only the activations split at zero into affine pieces (ReLU, LeakyReLU, Abs) are split by branch and
-    bound."""
+    only the activations whose split at zero tightens them (ReLU, LeakyReLU and Abs into affine pieces, the
+    S-shaped ones into a convex and a concave side) are split by branch and bound."""
     from daic.runtime.layers import Concat, Residual, Sequential
     from daic.runtime.layers.base import AbstractMixin
 
@@ -151,4 +151,10 @@ def test_every_layer_declares_its_rounding_and_splitting():
     assert len(declared) == 22
     undeclared = sorted(c.__name__ for c in layers if c.rounding is AbstractMixin.rounding)
     assert undeclared == []
-    assert sorted(c.__name__ for c in layers if c.splittable) == ["Abs", "LeakyReLU", "ReLU"]
+    assert sorted(c.__name__ for c in layers if c.splittable) == [
+        "Abs",
+        "LeakyReLU",
+        "ReLU",
+        "Sigmoid",
+        "Tanh",
+    ]

@@ -56,6 +56,13 @@ class Layout:
         return cls(inputs, outputs, shapes, offsets, tuple(n.layer for n in nodes))
 
     @property
+    def sloped(self) -> tuple[int, ...]:
+        """The output node ids of the splittable layers with optimisable slopes (alpha-CROWN's)."""
+        return tuple(
+            o for o, layer in zip(self.outputs, self.layers, strict=True) if layer.slopes is not None
+        )
+
+    @property
     def size(self) -> int:
         return self.offsets[-1] + torch.Size(self.shapes[-1]).numel() if self.shapes else 0
 
@@ -248,6 +255,8 @@ def _starting_parameters(
     warm_alphas, warm_betas = warm if warm is not None else ({}, {})
     alphas = {}
     for node in layers:
+        if node.layer.initial_slopes is None:  # no optimisable slopes (a Sigmoid): its lines stay
+            continue
         start = warm_alphas.get(node.id)
         if start is None:
             start = node.layer.initial_slopes(node).unsqueeze(1).expand(n, k, *node.shape[1:])

@@ -148,7 +148,8 @@ class _Run(RootPhase):
         if self.search.steps:
             k = bounded.lower.shape[1]
             for node, shape in zip(layout.outputs, layout.shapes, strict=True):
-                columns[f"alpha{node}"] = bounded.alphas[node]
+                if node in layout.sloped:
+                    columns[f"alpha{node}"] = bounded.alphas[node]
                 beta = bounded.betas.get(node)
                 dtype = bounded.lower.dtype
                 columns[f"beta{node}"] = (
@@ -236,7 +237,7 @@ class _Run(RootPhase):
         warm = None
         if self.search.steps:
             layout = self.bounder.layout
-            warm = ({node: parents[f"alpha{node}"] for node in layout.outputs},
+            warm = ({node: parents[f"alpha{node}"] for node in layout.sloped},
                     {node: parents[f"beta{node}"] for node in layout.outputs})  # fmt: skip
         bounded = self._bound_subdomains(image, parents["signs"], warm=warm)
         self._try_corners(bounded.corners, image)
@@ -347,14 +348,14 @@ class _Run(RootPhase):
         batch.best[i] = max(float(batch.best[i]), min(images.undecided[j], least_open))
         outcome.timed_out = bool(still_open)
         unsplit = sorted({type(m).__name__ for m in self.model.modules() if getattr(m, "activation", False)
-                          and not m.splittable})  # fmt: skip
+                          and not (m.splittable and m.piecewise_linear)})  # fmt: skip
         if still_open:
             outcome.message = f"{label}: the time ran out with {still_open} subdomains open"
         elif unsplit:
             outcome.message = (
-                f"{label}: every subdomain was split to its end, but branch and bound splits no "
-                f"{' or '.join(unsplit)}: its leaves are bounded, not decided exactly, and a leaf's bound "
-                "stays at most zero"
+                f"{label}: every subdomain was split to its end, but {' and '.join(unsplit)} is not "
+                "affine on a leaf (branch and bound splits it at zero at most, or not at all): its leaves "
+                "are bounded, not decided exactly, and a leaf's bound stays at most zero"
             )
         else:
             outcome.message = (

@@ -24,7 +24,8 @@ def ranked_neurons(bounded: Bounded, layout: Layout, count: int) -> Tensor:
     for node_in, node_out, layer in zip(layout.inputs, layout.outputs, layout.layers, strict=True):
         lower, upper = bounded.split_inputs[node_in]
         lines = layer.relaxation(lower, upper)
-        intercept, unstable = lines.ub - lines.lb, ~lines.exact
+        # A split at zero is what a member takes: a neuron on one side is split (a smooth one stays relaxed).
+        intercept, unstable = lines.ub - lines.lb, ~lines.exact & (lower < 0) & (upper > 0)
         coefficients = bounded.coefficients[node_out]  # (N, K, *F): the rows on the layer's output
         mask = open_rows.view(*open_rows.shape, *[1] * (coefficients.dim() - 2))
         weight = (mask * (-coefficients).clamp(min=0)).sum(1)

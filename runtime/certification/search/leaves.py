@@ -29,7 +29,10 @@ def exact_leaf(
     i (the margin is returned). Otherwise the programs' dual multipliers of the split constraints are the
     multipliers of beta-CROWN: back-substituted with them (with the rounding of the surrounding domain),
     the bound holds whatever the programs' own tolerances, and a positive one verifies the subdomain.
-    Returns infinity where no input satisfies the splits, None where nothing was decided."""
+    Returns infinity where no input satisfies the splits, None where nothing was decided. On a leaf where
+    some layer is not affine (a Sigmoid, a max pooling window with no dominating input) the programs are
+    over its relaxation: their minimisers are still only candidates, and their multipliers still give a
+    sound certificate, but their infeasibility proves nothing."""
     splits = {k: v.unsqueeze(0) for k, v in signs.items()}
     program = _leaf_program(model, batch, i, signs, open_rows)
     if program is None:
@@ -49,6 +52,10 @@ class _LeafProgram:
     rows: Dense
     objective: Tensor
     offset: Tensor
+    exact: bool
+    """Whether every relaxing layer is affine on the leaf, so that its rows are the network's own: only then
+    does a program without a feasible point prove that no input follows the splits (a relaxed row is a
+    bound, and a bound's constraint cuts off inputs that do follow them)."""
 
 
 def _leaf_program(
@@ -80,7 +87,17 @@ def _leaf_program(
             constraints.append((relu, chosen, -(s[:, None] * a), s * c))  # s (a x + c) >= 0
         rows = _margin_rows(y, output.shape[1], lower.dtype, open_rows)
         objective, offset = _affine(output, value, rows)
-    return _LeafProgram(constraints, rows, objective, offset)
+        exact = all(
+            _affine_at(node) for node in output.ancestors() if getattr(node.layer, "relaxes_input", False)
+        )
+    return _LeafProgram(constraints, rows, objective, offset, exact)
+
+
+def _affine_at(node: Symbolic) -> bool:
+    """Whether `node`'s layer is affine on its input's bounds: as the layer declares (`relaxed_neurons`),
+    never for one that declares nothing (max pooling)."""
+    declared = getattr(node.layer, "relaxed_neurons", None)
+    return declared is not None and not bool(declared(*node.parents[0].bounds()).any())
 
 
 def _solve_leaf(
@@ -102,8 +119,8 @@ def _solve_leaf(
         solved = linprog(
             program.objective[r].cpu().numpy(), A_ub=a_ub, b_ub=b_ub, bounds=bounds, method="highs"
         )
-        if solved.status == 2:  # infeasible: no input follows the splits
-            return float("inf"), None
+        if solved.status == 2:  # infeasible: no input follows the splits, if the rows are the network's
+            return (float("inf") if program.exact else None), None
         if solved.status != 0:
             return None, None
         if float(solved.fun) + float(program.offset[r]) <= 0:

@@ -10,9 +10,17 @@ import pytest
 import torch
 from scipy.optimize import linprog
 
-from daic.runtime import Abs, LeakyReLU, Linear, ReLU, Sequential
+from daic.runtime import Abs, LeakyReLU, Linear, ReLU, Sequential, Sigmoid, Tanh
 from daic.runtime.certification.attacks import Attacker
-from daic.runtime.certification.certify import Attack, Batch, Outcome, cascade, certify, falsify
+from daic.runtime.certification.certify import (
+    Attack,
+    Batch,
+    Outcome,
+    cascade,
+    certify,
+    falsify,
+    least_margins,
+)
 from daic.runtime.certification.search import ATTACK_SHARE, BranchAndBound, refined_intermediates
 from daic.runtime.certification.search.branch_and_bound import _Run
 from daic.runtime.certification.verification import BoxBound, CROWNBound
@@ -141,6 +149,30 @@ def test_branch_and_bound_decides_every_piecewise_linear_member_exactly(search, 
     pieces says (networks and radii where CROWN alone leaves some image to split)."""
     split = searched_exactly(blob_network(seed, width=width, activation=activation), search, seed, eps)
     assert split or not search, "the search without optimisation should split some image"
+
+
+@pytest.mark.parametrize(("activation", "splits"), [(Sigmoid, False), (Tanh, True)], ids=["Sigmoid", "Tanh"])
+def test_branch_and_bound_splits_a_smooth_member_at_zero_soundly(activation, splits):
+    """Sigmoid and Tanh are split at zero (each side convex or concave): every verified image has no sampled
+    counterexample, every bound left is below the sampled least margin, and a leaf that is still relaxed is
+    no proof: the search ends undecided, saying why."""
+    net, eps = blob_network(1, width=8, activation=activation), 0.2
+    x = torch.rand(12, 2, generator=torch.Generator().manual_seed(11), dtype=torch.float64)
+    with torch.no_grad():
+        y = net(x).argmax(1)
+    outcomes = certify(net, [BranchAndBound(timeout=3, batch=4)], x, y, eps, (0.0, 1.0))
+    g = torch.Generator().manual_seed(0)
+    for outcome, xi, yi in zip(outcomes, x, y, strict=True):
+        lower, upper = (xi - eps).clamp(0, 1), (xi + eps).clamp(0, 1)
+        points = lower + (upper - lower) * torch.rand(20_000, 2, generator=g, dtype=torch.float64)
+        sampled = float(least_margins(net, points, yi.expand(len(points))).min())
+        if outcome.status == "verified":
+            assert 0 < outcome.margin <= sampled
+        elif outcome.status == "unknown":
+            assert outcome.margin is None or outcome.margin <= sampled
+            assert outcome.timed_out or "is not affine on a leaf" in outcome.message
+    # On these blobs the Tanh network leaves an image to split; the Sigmoid one decides every image first.
+    assert any(o.search is not None and o.search["subdomains"] > 0 for o in outcomes) == splits
 
 
 def test_branch_and_bound_decides_what_crown_leaves_open():
@@ -435,6 +467,29 @@ def test_the_cascade_records_who_decided_each_image():
         assert o.status in ("verified", "falsified", "unknown") and o.seconds >= 0
         if o.status == "unknown":  # the best lower bound found, below zero
             assert o.margin is not None and o.margin <= 0
+
+
+def test_a_leaf_after_a_layer_that_is_not_affine_on_it_is_never_proved_empty_by_its_relaxation():
+    """Behind a Sigmoid the split constraint's row is a bound of the neuron, not the neuron: z = sigmoid(x) -
+    0.9 is at least zero near x = 3, but the Sigmoid's lower line across zero stays below 0.9 on [-3, 3],
+    so the program over the relaxation has no feasible point. The leaf where z >= 0 holds points whose margin
+    is -z <= 0: it must not be proved."""
+    from daic.runtime import AbstractContext, Sigmoid
+    from daic.runtime.certification.search import exact_leaf
+    from daic.runtime.domains import Symbolic
+
+    net = Sequential(Linear(1, 1), Sigmoid(), Linear(1, 1), ReLU(), Linear(1, 2)).double()
+    with torch.no_grad():
+        for layer, weight, bias in ((net[0], [[1.0]], [0.0]), (net[2], [[1.0]], [-0.9])):
+            layer.weight.copy_(torch.tensor(weight)), layer.bias.copy_(torch.tensor(bias))
+        net[4].weight.copy_(torch.tensor([[1.0], [0.0]])), net[4].bias.zero_()
+    x, y = torch.zeros(1, 1, dtype=torch.float64), torch.tensor([1])
+    lower, upper = x - 3, x + 3
+    output = net.abstract(Symbolic.input(lower, upper), AbstractContext())
+    (relu_input,) = [node.parents[0].id for node in output.ancestors() if isinstance(node.layer, ReLU)]
+    batch = Batch(x, y, lower, upper, [Outcome(0, 1)])
+    found = exact_leaf(net, batch, 0, {relu_input: torch.tensor([1], dtype=torch.int8)}, "test")
+    assert found is None or found <= 0, found  # the old reading of the empty program: infinity, proved
 
 
 def test_a_subdomain_with_every_neuron_split_is_decided_by_its_linear_program():
