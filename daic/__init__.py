@@ -31,3 +31,8 @@ def __getattr__(name: str):
 
         return getattr(api, name)
     raise AttributeError(f"module 'daic' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """The module's names and the API's, which load on first use."""
+    return sorted({*globals(), *API})

@@ -12,6 +12,7 @@ VNN-LIB properties, export. The command line is a client of these functions (`da
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,14 +35,33 @@ class DaicError(Exception):
     says where and what to do, as the command line prints it; `diagnostics` are the sources' problems
     behind it, and `exit_code` the command line's status for it (1, or 2 for a mistake of usage)."""
 
-    def __init__(self, message: str, diagnostics: Sequence[Diagnostic] = (), exit_code: int = 1) -> None:
+    def __init__(
+        self, message: str, diagnostics: Sequence[Diagnostic] = (), exit_code: int = 1,
+        command_message: str | None = None,
+    ) -> None:  # fmt: skip
         super().__init__(message)
         self.diagnostics = list(diagnostics)
         self.exit_code = exit_code
+        self.command_message = command_message or message
+        """The message in the command line's terms (`--resume`), which it prints; `str()` is in Python's."""
+
+
+PYTHON_TERMS = {
+    "--resume": "resume=True", "--force": "force=True", "--download": "download=True", "--epochs": "epochs",
+    "--out": "out", "--dataset": "dataset", "--domain": "domains", "--data": "data", "--timeout": "timeout",
+    "--weights": "weights", "--seed": "seed", "--device": "device",
+}  # fmt: skip
+"""The command line's options as a Python caller passes them: a command's message names the option it
+means, and the API hands the message on in the caller's terms."""
+
+
+def _in_python_terms(message: str) -> str:
+    return re.sub(r"(?<![\w-])--[a-z][a-z-]*", lambda m: PYTHON_TERMS.get(m.group(0), m.group(0)), message)
 
 
 def _raising(call, *args, **kwargs):
-    """`call`, its CommandError / UsageError / ImportFailure / PropertyError made a DaicError."""
+    """`call`, its CommandError / UsageError / ImportFailure / PropertyError made a DaicError, in Python's
+    terms (`PYTHON_TERMS`)."""
     from daic.compiler.checking.sources import UsageError
     from daic.compiler.commands.errors import CommandError
     from daic.compiler.exchange.onnx_in import ImportFailure
@@ -50,11 +70,11 @@ def _raising(call, *args, **kwargs):
     try:
         return call(*args, **kwargs)
     except CommandError as exc:
-        raise DaicError(str(exc), exc.diagnostics, exc.exit_code) from None
+        raise DaicError(_in_python_terms(str(exc)), exc.diagnostics, exc.exit_code, str(exc)) from None
     except UsageError as exc:
-        raise DaicError(str(exc), exit_code=2) from None
+        raise DaicError(_in_python_terms(str(exc)), exit_code=2, command_message=str(exc)) from None
     except (ImportFailure, PropertyError) as exc:
-        raise DaicError(str(exc)) from None
+        raise DaicError(_in_python_terms(str(exc)), command_message=str(exc)) from None
 
 
 def check(*paths: str | Path) -> list[Diagnostic]:
@@ -102,6 +122,9 @@ def train(
     from daic.compiler.commands.run import execute
     from daic.compiler.commands.run.display import Silent
 
+    if epochs is not None and not (isinstance(epochs, int) and epochs >= 1):
+        raise DaicError(f"epochs={epochs!r}: train at least 1 epoch (None: the scheme's)", exit_code=2)
+
     plan = plan if not isinstance(plan, (str, Path)) else load_scheme(plan)
     root = None if data is None else str(data)
     return _raising(execute, plan, Path(out), epochs=epochs, data_root=root, download=download,
@@ -109,13 +132,23 @@ def train(
                     seed=seed)  # fmt: skip
 
 
-def load_network(net: str | Path, weights: str | Path | None = None) -> nn.Module:
+def load_network(
+    net: str | Path | nn.Module, weights: str | Path | None = None, input_shape: Sequence[int] | None = None
+) -> nn.Module:
     """The network of a `.net` file (its first layer says the input's shape) with a checkpoint's weights
-    (of `daic run` or `daic import`), or freshly initialised without one; in evaluation mode."""
+    (of `daic run` or `daic import`), or freshly initialised without one; in evaluation mode. A plain
+    `torch.nn.Module` (of layers daic has: `daic import` reads them) is taken through ONNX as `daic import`
+    takes a file, for inputs of `input_shape` (one example's, without the batch)."""
     from daic.compiler.commands.run.plan import load_network as checked_network
     from daic.compiler.commands.weights import load_without_data
     from daic.compiler.lower import lower_network
 
+    if not isinstance(net, (str, Path)):
+        if input_shape is None:
+            raise DaicError(
+                "input_shape: a torch module's input shape (one example's) is needed", exit_code=2
+            )
+        return _from_torch(net, tuple(input_shape))
     if weights is not None:
         return _raising(load_without_data, str(net), str(weights))[0].eval()
     return lower_network(_raising(checked_network, str(net), None)[1]).eval()
@@ -166,7 +199,8 @@ def certify(
 ) -> list[Outcome]:
     """Certifies the images `x` (labels `y`) at radius `epsilon` with the cascade `domains` (written as in
     a scheme's Verify: "Box", "CROWN", "BranchAndBound(timeout=30)"), after PGD unless `attack` is False,
-    in float64 with outward rounding, as `daic verify` does. Each outcome has ``status`` (verified,
+    in float64 with outward rounding, as `daic verify` does; `model` is daic's network or a plain torch
+    module of layers daic has (`load_network` reads it). Each outcome has ``status`` (verified,
     falsified, unknown, error), ``by``, ``margin`` and, when falsified, the ``witness``."""
     import copy
     import math
@@ -176,9 +210,50 @@ def certify(
     if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon >= 0):
         raise DaicError(f"epsilon={epsilon!r} is not a radius: a finite number >= 0", exit_code=2)
     steps = _cascade(domains, attack)
+    if not hasattr(model, "abstract"):  # a plain torch module is read as daic's network first
+        model = _from_torch(model, tuple(x.shape[1:]))
     float64 = copy.deepcopy(model).double()
     _check_images(float64, x, y)
     return run_cascade(float64, steps, x.double(), y, float(epsilon), value_range)
+
+
+def _from_torch(module: nn.Module, shape: tuple[int, ...]) -> nn.Module:
+    """A plain torch module as daic's network: exported by torch.onnx (its TorchScript exporter, as the
+    field's code bases export) and read by `daic import`; its outputs must be the module's."""
+    import copy
+    import tempfile
+    import warnings
+
+    import torch
+
+    if hasattr(module, "abstract"):  # daic's own network already
+        return module
+    source = copy.deepcopy(module).float().eval()
+    example = torch.rand(2, *shape, generator=torch.Generator().manual_seed(0))
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "module.onnx"
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                torch.onnx.export(source, (example,), str(path), dynamo=False, input_names=["x"],
+                                  dynamic_axes={"x": {0: "batch"}})  # fmt: skip
+        except Exception as exc:
+            raise DaicError(f"the module does not export to ONNX: {str(exc).splitlines()[0][:300]}") from None
+        model = _raising(_read_onnx, path).model
+    with torch.no_grad():
+        expected = source(example)
+        gap = float((model.float()(example) - expected).abs().max())
+    if not gap <= 1e-4 * max(1.0, float(expected.abs().max())):
+        raise DaicError(
+            f"the module read through ONNX computes another function (outputs differ by {gap:.3g})"
+        )
+    return model
+
+
+def _read_onnx(path: Path):
+    from daic.compiler.exchange.imported import import_onnx as read
+
+    return read(path)
 
 
 def _check_images(model: nn.Module, x: Tensor, y: Tensor) -> None:

@@ -27,6 +27,9 @@ def test_the_documented_example_runs(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     scope: dict = {}
     exec(compile(code, "README.md", "exec"), scope)
+    exec(compile(code, "README.md", "exec"), scope)  # twice: the run folder is resumed, finished as it is
+    capsys.readouterr()
+    exec(compile(code, "README.md", "exec"), scope)
     assert scope["errors"] == []
     assert scope["summary"]["epochs"] == 2 and (tmp_path / "runs" / "api" / "checkpoint.pt").exists()
     outcomes = scope["outcomes"]
@@ -35,6 +38,46 @@ def test_the_documented_example_runs(tmp_path, monkeypatch, capsys):
     assert re.fullmatch(
         r"\d+ of 40 verified at eps 0.05; the run's accuracy \d+\.\d%\n", capsys.readouterr().out
     )
+
+
+def test_a_run_folder_taken_and_no_epochs_are_refused_in_pythons_terms(tmp_path):
+    """The command line's options become the keywords a Python caller passes, and dir(daic) lists them."""
+    plan = daic.load_scheme(ROOT / "examples" / "quickstart.dai")
+    daic.train(plan, tmp_path / "runs" / "api", epochs=1)
+    with pytest.raises(daic.DaicError) as taken:
+        daic.train(plan, tmp_path / "runs" / "api", epochs=1)
+    assert str(taken.value).endswith(
+        "already holds a finished run: pass resume=True with more epochs to extend it, or choose another out"
+    )
+    for epochs in (0, -1, 1.5):
+        with pytest.raises(daic.DaicError, match=rf"epochs={epochs}: train at least 1 epoch"):
+            daic.train(plan, tmp_path / "runs" / "new", epochs=epochs)
+    assert not (tmp_path / "runs" / "new").exists()
+    assert {"certify", "train", "load_network", "DaicError", "verify_vnnlib"} <= set(dir(daic))
+
+
+def test_a_plain_torch_module_certifies_as_the_network_daic_reads_from_it():
+    """An auto_LiRPA user's network, plain torch.nn, certifies in one call; it is read as `daic import`
+    reads its ONNX export, and a module of a layer daic lacks is refused naming the operator."""
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(
+        torch.nn.Conv2d(1, 4, 3), torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(144, 10)
+    )
+    x, y = torch.rand(6, 1, 8, 8), torch.zeros(6, dtype=torch.long)
+    with torch.no_grad():
+        y = module(x).argmax(1)
+    outcomes = daic.certify(module, x, y, epsilon=0.01, domains=["Box", "CROWN"], attack=False)
+    network = daic.load_network(module, input_shape=(1, 8, 8))
+    with torch.no_grad():
+        assert torch.allclose(network.float()(x), module(x), atol=1e-5)
+    again = daic.certify(network, x, y, epsilon=0.01, domains=["Box", "CROWN"], attack=False)
+    assert [o.status for o in outcomes] == [o.status for o in again] and len(outcomes) == 6
+    assert [o.margin for o in outcomes] == pytest.approx([o.margin for o in again])
+    with pytest.raises(daic.DaicError, match="input_shape"):
+        daic.load_network(module)
+    lacking = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 3), torch.nn.Softplus())
+    with pytest.raises(daic.DaicError, match="Softplus"):
+        daic.certify(lacking, x, torch.zeros(6, dtype=torch.long), epsilon=0.01)
 
 
 def test_import_daic_loads_no_torch():
@@ -53,9 +96,9 @@ def test_check_returns_the_diagnostics_of_a_source(tmp_path):
 def test_mistakes_are_daic_errors_with_the_commands_message(tmp_path):
     with pytest.raises(daic.DaicError, match=r"is not a \.dai scheme"):
         daic.load_scheme(tmp_path / "x.txt")
-    with pytest.raises(daic.DaicError, match=r"--dataset Nope: no such data set"):
+    with pytest.raises(daic.DaicError, match=r"^dataset Nope: no such data set"):
         daic.load_data("Nope")
-    with pytest.raises(daic.DaicError, match="--domain: "):
+    with pytest.raises(daic.DaicError, match=r"^domains: "):
         daic.certify(
             torch.nn.Identity(), torch.zeros(1, 2), torch.zeros(1, dtype=torch.long), 0.1, domains=["Bx"]
         )
@@ -94,7 +137,7 @@ def test_check_reports_and_write_import_answer_as_their_commands(tmp_path):
     imported, weights, difference = daic.write_import(tmp_path / "m.onnx", tmp_path / "m.net")
     assert (tmp_path / "m.net").read_text() == imported.text and weights == tmp_path / "m.pt"
     assert 0 <= difference < 1e-4
-    with pytest.raises(daic.DaicError, match="--force") as refused:
+    with pytest.raises(daic.DaicError, match="force=True") as refused:
         daic.write_import(tmp_path / "m.onnx", tmp_path / "m.net")
     assert refused.value.exit_code in (1, 2)
 

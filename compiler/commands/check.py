@@ -61,8 +61,11 @@ def check_command(
     try:
         source = stdin_source(paths, stdin_filename)
         reports = [check_source(source)] if source else check_reports(*paths)
-    except (UsageError, DaicError) as exc:
+    except UsageError as exc:
         click.echo(f"daic: {exc}", err=True)
+        return 2
+    except DaicError as exc:
+        click.echo(f"daic: {exc.command_message}", err=True)
         return 2
     kept = {
         report.source.path: [d for d in report.diagnostics if selection.keeps(d.code.id)]

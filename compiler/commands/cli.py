@@ -124,7 +124,7 @@ def import_(model: str, out: str | None, force: bool) -> None:
     try:
         imported, weights, difference = write_import(model, net, force)
     except DaicError as exc:
-        _fail(str(exc), exc.exit_code)
+        _fail(exc.command_message, exc.exit_code)
     layers = sum(1 for line in imported.text.splitlines() if line.strip() and not line.startswith("#"))
     matched = f"; onnxruntime matches it within {difference:.2g}" if difference >= 0 else ""
     click.echo(f"wrote {net} ({layers} lines) and its weights, {weights}{matched}")
@@ -366,7 +366,7 @@ def _report(exc: Exception) -> None:
     """A run's error on stderr, with its diagnostics."""
     for d in getattr(exc, "diagnostics", []):
         click.echo(render.as_text(d, _index_of(d)), err=True)
-    click.echo(f"daic: {exc}", err=True)
+    click.echo(f"daic: {command_text(exc)}", err=True)
 
 
 def _join_group(device: str) -> Group:
@@ -799,7 +799,13 @@ def _fail(message: str, code: int = 1) -> None:
 def _report_run_error(exc) -> None:
     for d in exc.diagnostics:
         click.echo(render.as_text(d, _index_of(d)), err=True)
-    _fail(str(exc), exc.exit_code)
+    _fail(command_text(exc), exc.exit_code)
+
+
+def command_text(exc: Exception) -> str:
+    """An error's message as the command line says it: a `DaicError`'s `command_message` (its `str()` is in
+    Python's terms), any other's own."""
+    return getattr(exc, "command_message", None) or str(exc)
 
 
 def _device(name: str) -> str:
