@@ -103,8 +103,8 @@ class Images:
     def not_a_number(self, lower: Tensor, image: Tensor) -> None:
         """Marks an error every image with a bound ``lower`` (``(N, K)`` of its subdomains `image`) that is
         not a number (an overflow): neither a proof nor a counterexample can come of it."""
-        nan = torch.zeros(len(self), dtype=torch.bool, device=lower.device)
-        nan = nan.index_put((image,), torch.isnan(lower).any(1), accumulate=True)
+        counts = torch.zeros(len(self), dtype=torch.long, device=lower.device)
+        nan = counts.index_add(0, image, torch.isnan(lower).any(1).long()) > 0
         for j in nan.nonzero().flatten().tolist():
             outcome = self.outcome(j)
             if outcome.status == "unknown":
