@@ -252,21 +252,33 @@ class Activation(AbstractMixin, nn.Module):
         return lambda node: self.relaxation(*node.parents[0].bounds()).ls
 
     def back_symbolic(self, coeffs: Coeffs, node: Symbolic, how: Backward) -> tuple[Coeffs, Tensor]:
-        lines = node.memo("relaxation", lambda: self.relaxation(*node.parents[0].bounds()))
-        ls, lb = lines.ls, lines.lb
+        # Made once per node (the bounds no longer change), with whether any lower line has an intercept:
+        # a read of the host, not one per step of an optimisation.
+        lines, intercepts = node.memo(
+            "relaxation", lambda: _with_intercepts(self.relaxation(*node.parents[0].bounds()))
+        )
+        ls = lines.ls
         alpha = how.lower_slope(node, coeffs, ls) if self.slopes is not None else None
         if alpha is not None:  # alpha-CROWN's lines pass through the origin (lb = 0 where they apply)
-            # Used within the member's own range whatever the optimiser's projection left: sound as used.
-            alpha = alpha.clamp(*self.slopes)
+            # Used within the member's own range whatever the optimiser's projection left (sound as used),
+            # the gradient passed straight through: CROWN's slopes start at the range's ends, where a clamp's
+            # own gradient is zero and alpha-CROWN would never move them.
+            alpha = alpha + (alpha.clamp(*self.slopes) - alpha).detach()
             ls = torch.where(coeffs.per_row(~lines.exact), alpha, coeffs.per_row(ls))
-            lb = torch.where(lines.exact, lb, torch.zeros_like(lb))
-        moved, constant = coeffs.relaxed(ls, lines.us, lines.ub - lb, per_row=alpha is not None)
-        if bool(lb.any()):
+        if not intercepts:
+            moved, constant = coeffs.relaxed(ls, lines.us, lines.ub, per_row=alpha is not None)
+        else:
+            lb = lines.lb if alpha is None else torch.where(lines.exact, lines.lb, torch.zeros_like(lines.lb))
+            moved, constant = coeffs.relaxed(ls, lines.us, lines.ub - lb, per_row=alpha is not None)
             constant = constant + coeffs.dot(lb)
         split = how.split_term(node)
-        if split is not None:  # beta-CROWN: the split constraints, weighed into the rows
+        if split is not None:  # beta-CROWN: the split constraints, weighed into the rows (a dense term)
             moved = moved + Dense(split)
         return moved, constant
+
+
+def _with_intercepts(lines: Lines) -> tuple[Lines, bool]:
+    return lines, bool(lines.lb.any())
 
 
 def outward(low: Tensor, high: Tensor, bound: float | None) -> tuple[Tensor, Tensor]:
@@ -318,21 +330,6 @@ class ReLU(Activation):
                 x, f"largest_intercept{id(self)}", lambda: _largest_intercept(*x.bounds())
             )
         )
-
-    def initial_slopes(self, node: Symbolic) -> Tensor:
-        """CROWN's lower slopes at this ReLU's output ``node``: where alpha-CROWN starts."""
-        return crown_relaxation(*node.parents[0].bounds())[0]
-
-    def back_symbolic(self, coeffs: Coeffs, node: Symbolic, how: Backward) -> tuple[Coeffs, Tensor]:
-        ls, us, ub, unstable = node.memo("relaxation", lambda: crown_relaxation(*node.parents[0].bounds()))
-        alpha = how.lower_slope(node, coeffs, ls)
-        if alpha is not None:
-            ls = torch.where(coeffs.per_row(unstable), alpha, coeffs.per_row(ls))
-        moved, constant = coeffs.relaxed(ls, us, ub, per_row=alpha is not None)
-        split = how.split_term(node)
-        if split is not None:  # beta-CROWN: the split constraints, weighed into the rows
-            moved = moved + Dense(split)  # rows of either kind add a dense term
-        return moved, constant
 
 
 def _memo(value, key: str, make):

@@ -20,10 +20,6 @@ class Frontier:
 
     columns: dict[str, Tensor]
 
-    @classmethod
-    def empty_like(cls, columns: dict[str, Tensor]) -> Frontier:
-        return cls({name: column[:0] for name, column in columns.items()})
-
     def __len__(self) -> int:
         return len(self.columns["bound"])
 
