@@ -189,7 +189,9 @@ class Activation(AbstractMixin, nn.Module):
       pieces makes it affine (a split leaf of such members is decided exactly; a smooth member split at
       zero is only relaxed more tightly on each side);
     - ``bounded_output``: the largest ``|f(x)|`` when ``f`` is bounded (the magnitude its rounding is
-      relative to), else None (``|f(x)| <= |x|``).
+      relative to), else None (``|f(x)| <= |x|``);
+    - ``lower_through_origin``: every lower line of its relaxation has a zero intercept (declared, not
+      read off the lines: that would be a host read per bounding, a GPU round trip per training step).
     """
 
     relaxes_input = True
@@ -197,6 +199,7 @@ class Activation(AbstractMixin, nn.Module):
     piecewise_linear = True
     slopes: tuple[float, float] | None = None
     bounded_output: float | None = None
+    lower_through_origin = False
 
     def interval(self, lower: Tensor, upper: Tensor) -> tuple[Tensor, Tensor]:
         """Bounds of ``f`` over ``[lower, upper]`` in exact arithmetic (a monotone ``f`` by default)."""
@@ -252,11 +255,8 @@ class Activation(AbstractMixin, nn.Module):
         return lambda node: self.relaxation(*node.parents[0].bounds()).ls
 
     def back_symbolic(self, coeffs: Coeffs, node: Symbolic, how: Backward) -> tuple[Coeffs, Tensor]:
-        # Made once per node (the bounds no longer change), with whether any lower line has an intercept:
-        # a read of the host, not one per step of an optimisation.
-        lines, intercepts = node.memo(
-            "relaxation", lambda: _with_intercepts(self.relaxation(*node.parents[0].bounds()))
-        )
+        # Made once per node: the bounds no longer change while alpha-CROWN optimises.
+        lines = node.memo("relaxation", lambda: self.relaxation(*node.parents[0].bounds()))
         ls = lines.ls
         alpha = how.lower_slope(node, coeffs, ls) if self.slopes is not None else None
         if alpha is not None:  # alpha-CROWN's lines pass through the origin (lb = 0 where they apply)
@@ -265,7 +265,7 @@ class Activation(AbstractMixin, nn.Module):
             # own gradient is zero and alpha-CROWN would never move them.
             alpha = alpha + (alpha.clamp(*self.slopes) - alpha).detach()
             ls = torch.where(coeffs.per_row(~lines.exact), alpha, coeffs.per_row(ls))
-        if not intercepts:
+        if self.lower_through_origin:
             moved, constant = coeffs.relaxed(ls, lines.us, lines.ub, per_row=alpha is not None)
         else:
             lb = lines.lb if alpha is None else torch.where(lines.exact, lines.lb, torch.zeros_like(lines.lb))
@@ -275,10 +275,6 @@ class Activation(AbstractMixin, nn.Module):
         if split is not None:  # beta-CROWN: the split constraints, weighed into the rows (a dense term)
             moved = moved + Dense(split)
         return moved, constant
-
-
-def _with_intercepts(lines: Lines) -> tuple[Lines, bool]:
-    return lines, bool(lines.lb.any())
 
 
 def outward(low: Tensor, high: Tensor, bound: float | None) -> tuple[Tensor, Tensor]:
@@ -301,6 +297,7 @@ class ReLU(Activation):
 
     splittable = True
     slopes = (0.0, 1.0)
+    lower_through_origin = True
 
     def interval(self, lower: Tensor, upper: Tensor) -> tuple[Tensor, Tensor]:
         return F.relu(lower), F.relu(upper)

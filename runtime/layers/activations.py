@@ -31,6 +31,7 @@ class LeakyReLU(Activation):
     ``[negative_slope, 1]``."""
 
     splittable = True
+    lower_through_origin = True
 
     def __init__(self, negative_slope: float = 0.01) -> None:
         super().__init__()
@@ -65,6 +66,7 @@ class Abs(Activation):
 
     splittable = True
     slopes = (-1.0, 1.0)
+    lower_through_origin = True
 
     def forward(self, x: Tensor) -> Tensor:
         return x.abs()

@@ -77,6 +77,8 @@ def test_every_members_relaxation_and_image_hold_in_exact_arithmetic(member, see
             _compare(Fraction(float(image_low[k])), value, Fraction(float(image_high[k])))
             if bool(lines.exact[k]):  # declared exact: both lines are the function
                 assert below == above == value
+    if member.lower_through_origin:  # declared, so back-substitution drops the intercepts unread
+        assert bool((lines.lb == 0).all())
 
 
 @pytest.mark.parametrize("member", [m for m in MEMBERS if m.slopes is not None], ids=repr)
