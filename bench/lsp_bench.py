@@ -11,6 +11,9 @@ Three measurements, over `--reps` edits each (a digit changed, so that every rep
   then a hover request on the changed line, which has to wait for the new text's check. It adds the
   transport and the JSON to the re-check (not the diagnostics' debounce delay, which hover does not wait
   for);
+- across the workspace: over stdio, with this repository as the workspace (its 49 modules and 70-odd
+  networks): references to a let of stdlib/goals.dai, a rename of it (the edit computed, not applied),
+  workspace symbols for a query of three letters, and the semantic tokens of the file above;
 - large sources: a generated .dai file of `--lets` lets (goals built from Mix, Sub, Lin and Box, as in
   stdlib/goals.dai, each from the one before it in tens), opened (its first check, which parses every
   piece) and then re-checked after each edit at a random place, as the server does: unchanged pieces
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import random
 import statistics
 import sys
@@ -30,6 +34,7 @@ import time
 from pathlib import Path
 
 from lsprotocol import types as T
+from pygls.exceptions import JsonRpcException
 from pygls.lsp.client import LanguageClient
 
 from daic.compiler.lsp.diagnostics import lsp_diagnostics
@@ -90,6 +95,50 @@ async def round_trip(path: Path, reps: int) -> list[float]:
     return times
 
 
+async def workspace_requests(path: Path, reps: int) -> dict[str, list[float]]:
+    """Each request across the workspace `reps` times, timed round trip."""
+    client = LanguageClient("lsp-bench", "1")
+    client.feature(T.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)(lambda params: None)
+    await client.start_io(sys.executable, "-m", "daic.compiler.lsp")
+    await client.initialize_async(
+        T.InitializeParams(capabilities=T.ClientCapabilities(), root_uri=ROOT.as_uri())
+    )
+    client.initialized(T.InitializedParams())
+    goals = ROOT / "stdlib" / "goals.dai"
+    text = goals.read_text(encoding="utf-8")
+    open_ = T.DidOpenTextDocumentParams(T.TextDocumentItem(goals.as_uri(), "dai", 1, text))
+    client.text_document_did_open(open_)
+    net = T.DidOpenTextDocumentParams(T.TextDocumentItem(path.as_uri(), "daic-net", 1, path.read_text()))
+    client.text_document_did_open(net)
+    document = T.TextDocumentIdentifier(goals.as_uri())
+    at = text[: text.index("let Baseline")].count("\n")
+    position = T.Position(at, len("let B"))
+    requests = {
+        "references": lambda: client.text_document_references_async(
+            T.ReferenceParams(context=T.ReferenceContext(True), text_document=document, position=position)
+        ),
+        "prepare rename": lambda: client.text_document_prepare_rename_async(
+            T.PrepareRenameParams(document, position)
+        ),
+        "workspace symbols": lambda: client.workspace_symbol_async(T.WorkspaceSymbolParams(query="sab")),
+        "semantic tokens": lambda: client.text_document_semantic_tokens_full_async(
+            T.SemanticTokensParams(T.TextDocumentIdentifier(path.as_uri()))
+        ),
+    }
+    times: dict[str, list[float]] = {name: [] for name in requests}
+    for name, request in requests.items():
+        for _ in range(reps):
+            start = time.perf_counter()
+            # A refused prepareRename (the stdlib's lets are not the user's) is an answer as timely.
+            with contextlib.suppress(JsonRpcException):
+                await request()
+            times[name].append(time.perf_counter() - start)
+    await client.shutdown_async(None)
+    client.exit(None)
+    await client.stop()
+    return times
+
+
 def large_source(lets: int) -> str:
     """A .dai file of `lets` goals and a scheme that trains the last one."""
     lines = ["import stdlib.goals as g", ""]
@@ -141,6 +190,9 @@ def main() -> None:
         f"round trip over stdio (didChange + hover):      median {statistics.median(ms):.1f} ms, "
         f"min {min(ms):.1f}, max {max(ms):.1f}"
     )
+    for name, times in asyncio.run(workspace_requests(path, args.reps)).items():
+        ms = [t * 1000 for t in times]
+        print(f"{name + ':':<48}median {statistics.median(ms):.1f} ms, min {min(ms):.1f}, max {max(ms):.1f}")
     for lets in (int(n) for n in args.lets.split(",") if n):
         opened, times = keystrokes(lets, args.reps)
         print(

@@ -10,6 +10,7 @@ scheme's data set.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from importlib import resources
@@ -52,6 +53,9 @@ class SchemeInfo:
     network: Network | None = None
     net_path: str | None = None
     base: SchemeInfo | None = None  # the scheme it extends, once found
+    # Each network file its own `net` field names (each option of a Choice): where it is written, and the
+    # path it was found at (the language server's references to a network).
+    nets: list[tuple[Span, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -123,6 +127,14 @@ def stdlib_net(net: str) -> Path | None:
     if parts[0] != STDLIB or len(parts) < 2:
         return None
     return Path(str(resources.files("daic.stdlib").joinpath(*parts[1:])))
+
+
+def in_stdlib(path: str | None) -> bool:
+    """Whether a module's path is a file of the packaged standard library."""
+    if path is None:
+        return False
+    root = path_key(Path(str(resources.files("daic.stdlib"))))
+    return path_key(Path(path)).startswith(root + os.sep)
 
 
 def path_key(path: Path) -> str:
@@ -594,6 +606,8 @@ class _ModuleChecker:
         except (OSError, UnicodeDecodeError):
             self.report(C.IMPORT_NOT_FOUND, f"network file `{shown}` cannot be read as text", span)
             return
+        if written is not None:
+            info.nets.append((written.span, str(path)))
         data = info.built.args.get("data") if info.built else None
         facts = data.decl.dataset.for_args(data.args) if isinstance(data, Built) else None
         parsed = parse_net(text)

@@ -14,6 +14,10 @@ from daic.dsl.source import LINE_BREAK, LineIndex
 LANGUAGES = {".net": "net", ".dai": "dai"}
 STDIN = "-"  # the path that names standard input on the command line
 STDIN_NAME = "<stdin>"  # how diagnostics name it, when no --stdin-filename gives it a name
+# The record `daic run` writes in each run's folder (`commands/run/folder.py`): the .net and .dai files
+# beside it are that run's copies of its sources, not sources of the project, and a folder's sources skip
+# them (`daic check .` would report every problem again for every run).
+RUN_RECORD = "run.json"
 
 
 class UsageError(Exception):
@@ -64,13 +68,7 @@ def discover(paths: list[str]) -> list[str]:
         path = Path(raw)
         kind = probe(path)
         if kind.kind == "folder":
-            inside = sorted(
-                str(p)
-                for p in path.rglob("*")
-                if p.suffix in LANGUAGES
-                and probe(p).kind == "file"
-                and not any(part.startswith(".") for part in p.relative_to(path).parts)
-            )
+            inside = [str(p) for p in sources_under(path)]
             if not inside:
                 raise UsageError(f"{raw}: no .net or .dai files in this folder")
             found.extend(inside)
@@ -85,6 +83,22 @@ def discover(paths: list[str]) -> list[str]:
         else:
             raise UsageError(f"{raw}: no such file or folder")
     return list(dict.fromkeys(found))
+
+
+def sources_under(folder: Path, suffixes: tuple[str, ...] = tuple(LANGUAGES)) -> list[Path]:
+    """The source files under `folder` (recursively; hidden folders and the runs' folders inside it
+    skipped), in a stable order."""
+    found: list[Path] = []
+    for here, folders, files in os.walk(folder):
+        folders[:] = sorted(f for f in folders if not f.startswith("."))
+        if RUN_RECORD in files and Path(here) != Path(folder):
+            folders[:] = []
+            continue
+        for name in sorted(files):
+            path = Path(here) / name
+            if not name.startswith(".") and path.suffix in suffixes and probe(path).kind == "file":
+                found.append(path)
+    return found
 
 
 def decode(data: bytes, path: str, language: str) -> Source:

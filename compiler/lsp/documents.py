@@ -84,10 +84,10 @@ class _ImportCache:
     stamps: dict[str, object] = field(default_factory=dict)
 
     def valid(self, overlay: Mapping[str, str]) -> bool:
-        return all(_stamp(path, overlay) == stamp for path, stamp in self.stamps.items())
+        return all(stamp(path, overlay) == was for path, was in self.stamps.items())
 
 
-def _stamp(path: str, overlay: Mapping[str, str]) -> object:
+def stamp(path: str, overlay: Mapping[str, str]) -> object:
     """What a file read as: an open buffer's text, else the file's modification time."""
     if path in overlay:
         return ("buffer", overlay[path])
@@ -124,7 +124,7 @@ def check_document(
     # The networks the imported schemes name count too: a fixed .net changes what its importers report.
     # A reused module is not checked again, so the files it read come from the cache it came from.
     stamps = dict(cache.stamps) if reused else {}
-    stamps.update({k: _stamp(k, overlay) for k in program.consulted - {own}})
+    stamps.update({k: stamp(k, overlay) for k in program.consulted - {own}})
     return report, _ImportCache(modules, stamps)
 
 

@@ -23,14 +23,26 @@ from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
-from pygls.uris import to_fs_path, uri_scheme
+from pygls.uris import from_fs_path, to_fs_path, uri_scheme
 
 from daic import __version__
 from daic.compiler.checking.program import path_key
-from daic.compiler.lsp import code_actions, completion, definition, formatting, hover, signature_help, symbols
+from daic.compiler.lsp import (
+    code_actions,
+    completion,
+    definition,
+    formatting,
+    hover,
+    references,
+    semantic_tokens,
+    signature_help,
+    symbols,
+    workspace,
+)
 from daic.compiler.lsp.diagnostics import lsp_diagnostics
 from daic.compiler.lsp.documents import Analyses, Analysis, document_for
 from daic.compiler.lsp.markup import client_kind
+from daic.compiler.lsp.positions import PositionMap
 
 logger = logging.getLogger("daic.lsp")
 
@@ -72,6 +84,18 @@ class _Protocol(LanguageServerProtocol):
             return
         super().handle_message(message)
 
+    def _send_handler_result(self, future: Any, *, msg_id: Any) -> None:
+        # A refused rename is an answer, not a failure: the editor shows its reason, and no traceback is
+        # logged (pygls logs one for every error a handler raises).
+        refused = None if future.cancelled() else future.exception()
+        if isinstance(refused, references.Refused):
+            self._request_futures.pop(msg_id, None)
+            logger.info("refused: %s", refused)
+            error = JsonRpcException(str(refused), code=T.LSPErrorCodes.RequestFailed.value)
+            self._send_response(msg_id, error=error.to_response_error())
+            return
+        super()._send_handler_result(future, msg_id=msg_id)
+
     @lsp_method(T.TEXT_DOCUMENT_DID_CHANGE)
     def lsp_text_document__did_change(self, params: T.DidChangeTextDocumentParams):
         # pygls applies a change to a document it does not hold with a KeyError, which the editor shows the
@@ -91,6 +115,7 @@ class DaicLanguageServer(LanguageServer):
             "daic", __version__, text_document_sync_kind=T.TextDocumentSyncKind.Full, protocol_cls=_Protocol
         )
         self.analyses = Analyses()
+        self.workspace_modules = workspace.WorkspaceModules()
         self.pending: dict[str, asyncio.TimerHandle] = {}
         # What each document's last diagnostics came from: its analysis, and the version they were for.
         self.published: dict[str, tuple[Analysis, int | None]] = {}
@@ -115,6 +140,14 @@ class DaicLanguageServer(LanguageServer):
             if doc.uri != but and uri_scheme(doc.uri) == "file":
                 found[path_key(Path(to_fs_path(doc.uri)))] = doc.source
         return found
+
+    def roots(self) -> list[Path]:
+        """The workspace's folders, its root among them (a client may name a root and add folders)."""
+        uris = [folder.uri for folder in self.workspace.folders.values()]
+        if self.workspace.root_uri and self.workspace.root_uri not in uris:
+            uris.insert(0, self.workspace.root_uri)
+        paths = [to_fs_path(uri) for uri in uris if uri_scheme(uri) == "file"]
+        return [Path(p) for p in paths if p]
 
     def is_open(self, uri: str) -> bool:
         return uri in {d.uri for d in self.workspace.text_documents.values()}
@@ -171,6 +204,8 @@ def safe(default: Callable[[], Any]) -> Callable[[F], F]:
         def wrapped(ls: DaicLanguageServer, params: Any) -> Any:
             try:
                 return handler(ls, params)
+            except references.Refused:
+                raise  # answered with its reason
             except Exception:
                 logger.exception("%s failed", handler.__name__)
                 return default()
@@ -208,6 +243,7 @@ def create_server() -> DaicLanguageServer:
     _follow_documents(server)
     _answer_queries(server)
     _offer_edits(server)
+    _look_across(server)
     return server
 
 
@@ -298,6 +334,11 @@ def _offer_edits(server: DaicLanguageServer) -> None:
             return found
         return symbols.flat_symbols(found, uri)
 
+    @server.feature(T.TEXT_DOCUMENT_SEMANTIC_TOKENS_FULL, semantic_tokens.LEGEND)
+    @safe(lambda: T.SemanticTokens(data=[]))
+    def on_semantic_tokens(ls: DaicLanguageServer, params: T.SemanticTokensParams) -> T.SemanticTokens:
+        return semantic_tokens.semantic_tokens(ls.analysis(params.text_document.uri))
+
     @server.feature(T.TEXT_DOCUMENT_FORMATTING)
     @safe(list)
     def on_formatting(ls: DaicLanguageServer, params: T.DocumentFormattingParams) -> list[T.TextEdit]:
@@ -312,6 +353,64 @@ def _offer_edits(server: DaicLanguageServer) -> None:
         start = analysis.positions.offset(params.range.start)
         end = analysis.positions.offset(params.range.end)
         return code_actions.code_actions(analysis, start, end)
+
+
+def _look_across(server: DaicLanguageServer) -> None:
+    """What reads the whole workspace: references, rename and workspace symbols."""
+
+    @server.feature(T.TEXT_DOCUMENT_REFERENCES)
+    @safe(list)
+    def on_references(ls: DaicLanguageServer, params: T.ReferenceParams) -> list[T.Location]:
+        analysis, offset = _offset(ls, params.text_document.uri, params.position)
+        found = references.named_at(analysis, offset)
+        if found is None:
+            return []
+        modules = ls.workspace_modules.get(ls.roots(), ls.buffers())
+        places = references.places(found[0], modules, params.context.include_declaration)
+        return [T.Location(uri, r) for uri, r in _ranges(ls, places)]
+
+    @server.feature(T.TEXT_DOCUMENT_PREPARE_RENAME)
+    @safe(lambda: None)
+    def on_prepare_rename(ls: DaicLanguageServer, params: T.PrepareRenameParams) -> Any:
+        analysis, offset = _offset(ls, params.text_document.uri, params.position)
+        found = references.named_at(analysis, offset)
+        if found is None:
+            return None
+        named, (start, end) = found
+        references.check_renamable(named)
+        return T.PrepareRenamePlaceholder(analysis.positions.range(start, end), named.name)
+
+    @server.feature(T.TEXT_DOCUMENT_RENAME, T.RenameOptions(prepare_provider=True))
+    @safe(lambda: None)
+    def on_rename(ls: DaicLanguageServer, params: T.RenameParams) -> T.WorkspaceEdit | None:
+        analysis, offset = _offset(ls, params.text_document.uri, params.position)
+        found = references.named_at(analysis, offset)
+        if found is None:
+            return None
+        modules = ls.workspace_modules.get(ls.roots(), ls.buffers())
+        changes: dict[str, list[T.TextEdit]] = {}
+        for uri, where in _ranges(ls, references.rename(found[0], params.new_name, modules)):
+            changes.setdefault(uri, []).append(T.TextEdit(where, params.new_name))
+        return T.WorkspaceEdit(changes=changes)
+
+    @server.feature(T.WORKSPACE_SYMBOL)
+    @safe(list)
+    def on_workspace_symbol(ls: DaicLanguageServer, params: T.WorkspaceSymbolParams) -> list:
+        return symbols.workspace_symbols(params.query, workspace.texts(ls.roots(), ls.buffers()), ls.encoding)
+
+
+def _ranges(ls: DaicLanguageServer, places: list[references.Place]) -> list[tuple[str, T.Range]]:
+    """Each place as a document's URI and a range in the client's encoding (of the editor's text of the
+    file where it holds one, else the file's)."""
+    text_of = _texts(ls)
+    maps: dict[str, PositionMap] = {}
+    found = []
+    for place in places:
+        if place.path not in maps:
+            maps[place.path] = PositionMap.of_text(text_of(place.path) or "", ls.encoding)
+        uri = from_fs_path(place.path) or place.path
+        found.append((uri, maps[place.path].range(place.start, place.end)))
+    return found
 
 
 def main(tcp: str | None = None) -> None:

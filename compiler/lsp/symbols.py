@@ -1,17 +1,24 @@
 """Document symbols: a .dai file's imports, lets and schemes (with their fields); a .net file's layers,
-with the lines of each block's branches under their head and each layer's output shape as its detail."""
+with the lines of each block's branches under their head and each layer's output shape as its detail.
+Workspace symbols: the lets, schemes and studies of a folder's .dai files, and its .net files."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from pathlib import Path
+
 from lsprotocol import types as T
+from pygls.uris import from_fs_path
 
 from daic.compiler.checking.network import LayerNode, hwc, walk
 from daic.compiler.lsp.documents import Analysis
 from daic.compiler.lsp.positions import PositionMap
 from daic.dsl import ast as A
 from daic.dsl.format import flat
+from daic.dsl.parser import parse_dai
 
 S = T.SymbolKind
+MOST_SYMBOLS = 500  # a query of one letter in a large workspace: the editor shows the first ones
 
 
 def document_symbols(analysis: Analysis) -> list[T.DocumentSymbol]:
@@ -111,3 +118,35 @@ def flat_symbols(
         )
         found.extend(flat_symbols(s.children or [], uri, s.name))
     return found
+
+
+def workspace_symbols(query: str, files: Iterable[tuple[str, str]], encoding: str) -> list[T.WorkspaceSymbol]:
+    """The lets, schemes and studies of the `.dai` files and the `.net` files themselves (`files`: each
+    resolved path with its text) whose names hold `query`'s letters in order, case aside (as editors
+    filter), the first `MOST_SYMBOLS` of them."""
+    found: list[T.WorkspaceSymbol] = []
+    for path, text in files:
+        uri = from_fs_path(path) or path
+        container = Path(path).name
+        if path.endswith(".net"):
+            if _matches(query, container):
+                zero = T.Range(T.Position(0, 0), T.Position(0, 0))
+                found.append(T.WorkspaceSymbol(location=T.Location(uri, zero), name=container, kind=S.File))
+            continue
+        positions = PositionMap.of_text(text, encoding)
+        for statement in parse_dai(text).tree.statements:
+            if isinstance(statement, A.Import) or not _matches(query, statement.name):
+                continue
+            kind = S.Constant if isinstance(statement, A.Let) else S.Class
+            location = T.Location(uri, positions.span_range(statement.name_span))
+            found.append(
+                T.WorkspaceSymbol(location=location, name=statement.name, kind=kind, container_name=container)
+            )
+        if len(found) >= MOST_SYMBOLS:
+            return found[:MOST_SYMBOLS]
+    return found
+
+
+def _matches(query: str, name: str) -> bool:
+    letters = iter(name.lower())
+    return all(c in letters for c in query.lower())

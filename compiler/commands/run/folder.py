@@ -30,6 +30,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from daic.compiler.checking.sources import RUN_RECORD
 from daic.compiler.commands.errors import CommandError
 from daic.compiler.commands.run.plan import Plan
 from daic.compiler.commands.run.stops import stop_point
@@ -44,7 +45,7 @@ class State(enum.Enum):
     FINISHED = "finished"
 
 
-RECORD = "run.json"
+RECORD = RUN_RECORD
 METRICS = "metrics.jsonl"
 CHECKPOINT = "checkpoint.pt"
 REPORT_FILES = ("summary.json", "summary.txt", "metrics.png")

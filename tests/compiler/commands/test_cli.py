@@ -85,9 +85,17 @@ def test_check_walks_folders(tmp_path):
     (tmp_path / "nets" / "sub").mkdir()
     (tmp_path / "nets" / "sub" / "bad.dai").write_text("let x = (1\n")
     (tmp_path / "nets" / "notes.txt").write_text("ignored")
+    # A run's folder holds copies of the sources it ran: not checked again with the folder around it.
+    run_folder = tmp_path / "runs" / "r1"
+    run_folder.mkdir(parents=True)
+    (run_folder / "run.json").write_text("{}")
+    (run_folder / "bad.dai").write_text("let x = (1\n")
     result = run("check", "--format", "concise", tmp_path)
     assert result.exit_code == 1
     assert result.stderr == "checked 10 files: 6 errors in 3 files\n"
+    # Named itself, it is checked.
+    result = run("check", "--format", "concise", run_folder)
+    assert result.stderr == "checked 1 file: 1 error in 1 file\n"
 
 
 @pytest.mark.parametrize(

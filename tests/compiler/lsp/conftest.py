@@ -127,6 +127,14 @@ class Editor:
         self.send(uri, text)
         return await self.diagnostics(uri)
 
+    def folders(self, added: list[Path] = (), removed: list[Path] = ()) -> None:
+        """Add and remove workspace folders (the server's requests across the workspace read them)."""
+        change = T.WorkspaceFoldersChangeEvent(
+            added=[T.WorkspaceFolder(p.as_uri(), p.name) for p in added],
+            removed=[T.WorkspaceFolder(p.as_uri(), p.name) for p in removed],
+        )
+        self.client.workspace_did_change_workspace_folders(T.DidChangeWorkspaceFoldersParams(change))
+
     def close(self, uri: str) -> None:
         # The diagnostics that clear a closed document come without a version.
         self.versions[uri] = None
