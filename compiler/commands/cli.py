@@ -500,7 +500,14 @@ def tune(
     same command again to continue a study that was stopped, or on other machines with one --storage."""
     from daic.compiler.commands.errors import CommandError
     from daic.compiler.commands.run.display import RunDisplay
-    from daic.compiler.commands.tune import TrialSettings, plan_study, report_study, report_text, work
+    from daic.compiler.commands.tune import (
+        TrialSettings,
+        plan_study,
+        progress_text,
+        report_study,
+        report_text,
+        work,
+    )
 
     _use_threads(threads)
     device = _device(device)
@@ -509,7 +516,11 @@ def tune(
         if dashboard:
             _start_dashboard(plan.storage)
         settings = TrialSettings(data_root, device, lambda number: RunDisplay())
-        study = work(plan, settings, lambda trial: click.echo(_trial_line(trial), err=True))
+        study = work(
+            plan,
+            settings,
+            lambda study, trial: click.echo(f"{_trial_line(trial)}\n{progress_text(plan, study)}", err=True),
+        )
         report = report_study(plan, study, data_root, device)
     except CommandError as exc:
         if exc.exit_code == 130:

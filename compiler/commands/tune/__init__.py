@@ -8,8 +8,17 @@ builds Optuna's samplers and pruners from their declarations.
 """
 
 from daic.compiler.commands.tune.plan import StudyPlan, plan_study
-from daic.compiler.commands.tune.report import StudyReport, report_study, report_text
+from daic.compiler.commands.tune.report import StudyReport, progress_text, report_study, report_text
 from daic.compiler.commands.tune.study import work
 from daic.compiler.commands.tune.trial import TrialSettings
 
-__all__ = ["StudyPlan", "StudyReport", "TrialSettings", "plan_study", "report_study", "report_text", "work"]
+__all__ = [
+    "StudyPlan",
+    "StudyReport",
+    "TrialSettings",
+    "plan_study",
+    "progress_text",
+    "report_study",
+    "report_text",
+    "work",
+]

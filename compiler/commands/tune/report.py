@@ -31,7 +31,42 @@ def chosen_trials(study) -> list:
 
     if not study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
         return []
+    if len(study.directions) == 1:  # one best, the first of those that tie (best_trials lists them all)
+        return [study.best_trial]
     return sorted(study.best_trials, key=lambda t: t.number)
+
+
+def progress_text(plan: StudyPlan, study) -> str:
+    """One line over the study after a trial: its results so far of those it asks for, the best so far
+    (the front, for several objectives), and the time left at the pace of the trials so far."""
+    from optuna.trial import TrialState
+
+    trials = study.get_trials(deepcopy=False)
+    ended = [t for t in trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED)]
+    running = sum(t.state == TrialState.RUNNING for t in trials)
+    wanted = plan.info.built.args["trials"]
+    parts = [f"study {plan.name}: {len(ended)} of {wanted} trials"]
+    if running:
+        parts[0] += f", {running} running"
+    best = chosen_trials(study)
+    if len(study.directions) == 1 and best:
+        parts.append(f"best {objective_columns(plan)[0]} {best[0].values[0]:.2f} (trial {best[0].number})")
+    elif best:
+        parts.append(f"front: trials {', '.join(str(t.number) for t in best)}")
+    took = [(t.datetime_complete - t.datetime_start).total_seconds() for t in ended if t.datetime_complete]
+    left = wanted - len(ended) - running
+    if took and left > 0:
+        pace = sum(took) / len(took)
+        parts.append(f"about {_duration(left * pace)} left at {_duration(pace)} a trial")
+    return "; ".join(parts)
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def report_study(plan: StudyPlan, study, data_root: str | None, device: str) -> StudyReport:

@@ -14,7 +14,8 @@ import os
 import socket
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from daic.compiler.commands.errors import CommandError
 from daic.compiler.commands.tune.optuna_parts import GridError
@@ -26,6 +27,10 @@ from daic.compiler.types import INT
 HEARTBEAT = 20  # seconds between a running trial's heartbeats
 GRACE = 120  # seconds without one before another host's trial counts as cut short
 DEFINITION = "definition"
+# Fields of a study that say how long it runs, not what it is: a study continued with more trials is the
+# same study.
+NOT_MEANING = ("study.trials",)
+INTERRUPTED = 130  # the exit status of a run stopped by Ctrl-C or SIGTERM
 
 
 def open_study(plan: StudyPlan):
@@ -106,9 +111,9 @@ def _grid(plan: StudyPlan) -> dict[str, list[object]] | None:
 
 def _same_sources(plan: StudyPlan, study) -> None:
     """The first worker records the study's meaning; a later one (or a resumed study) must share it."""
-    definition = plan.definition()
-    recorded = study.user_attrs.get(DEFINITION)
-    if recorded is None:
+    definition = {k: v for k, v in plan.definition().items() if k not in NOT_MEANING}
+    recorded = {k: v for k, v in (study.user_attrs.get(DEFINITION) or {}).items() if k not in NOT_MEANING}
+    if not recorded:
         study.set_user_attr(DEFINITION, definition)
         return
     differ = [k for k in dict.fromkeys([*recorded, *definition]) if recorded.get(k) != definition.get(k)]
@@ -161,16 +166,36 @@ def _alive(pid: object) -> bool:
     return pid != os.getpid()  # this process runs no trial yet: a trial that names it is an old one's
 
 
-def work(plan: StudyPlan, settings: TrialSettings, on_trial: Callable[[object], None]):
+def work(plan: StudyPlan, settings: TrialSettings, on_trial: Callable[[object, object], None]):
     """Runs trials until the study has its number of results (counting the trials other workers are
-    running); `on_trial` sees each trial of this worker as it ends. Returns the study."""
+    running); `on_trial` sees the study and each trial of this worker as it ends. Returns the study."""
     study = open_study(plan)
     fail_dead_trials(study)
     wanted = plan.info.built.args["trials"]
-    while sum(counts(study)) < wanted:
-        study.optimize(
-            lambda trial: run_trial(plan, trial, settings),
-            n_trials=1,
-            callbacks=[lambda _, trial: on_trial(trial)],
-        )
+    with _quiet_when_interrupted() as interrupted:
+
+        def objective(trial) -> list[float]:
+            try:
+                return run_trial(plan, trial, settings)
+            except CommandError as exc:
+                if exc.exit_code == INTERRUPTED:
+                    interrupted()
+                raise
+
+        while sum(counts(study)) < wanted:
+            study.optimize(objective, n_trials=1, callbacks=[on_trial])
     return study
+
+
+@contextmanager
+def _quiet_when_interrupted() -> Iterator[Callable[[], None]]:
+    """Optuna logs a trial that raises with its traceback, a warning meant for a failing objective. A
+    trial the user interrupted has not failed: once told so (the call yielded), Optuna's log is silenced
+    while it marks the trial, and the command says in one line what happened and how to continue."""
+    import optuna
+
+    was = optuna.logging.get_verbosity()
+    try:
+        yield lambda: optuna.logging.set_verbosity(optuna.logging.CRITICAL)
+    finally:
+        optuna.logging.set_verbosity(was)

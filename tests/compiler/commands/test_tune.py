@@ -129,6 +129,34 @@ def test_a_study_of_other_sources_is_refused_in_the_same_storage(tmp_path):
     assert "scheme.goal: was Mix(" in result.output
 
 
+def test_more_trials_continue_a_study_and_a_line_tells_its_progress(tmp_path):
+    study = write_study(tmp_path, trials=1, objectives="[Accuracy]")
+    out = tmp_path / "runs"
+    first = CliRunner().invoke(main, ["tune", str(study), "--out", str(out)])
+    assert first.exit_code == 0, first.output
+    assert re.search(r"^study Small: 1 of 1 trials; best Acc \d+\.\d\d \(trial 0\)$", first.stderr, re.M)
+    study.write_text(study.read_text().replace("trials = 1", "trials = 2"))
+    second = CliRunner().invoke(main, ["tune", str(study), "--out", str(out)])
+    assert second.exit_code == 0, second.output
+    assert states(out) == {0: "COMPLETE", 1: "COMPLETE"}
+    assert re.search(r"^study Small: 2 of 2 trials; best Acc [\d.]+ \(trial [01]\)$", second.stderr, re.M)
+    assert [t["trial"] for t in summary(out)["trials"]] == [0, 1]
+    # One best trial, whether or not the two tie.
+    assert len(summary(out)["chosen"]) == 1
+    assert "(best.dai, summary.txt, summary.json)" in second.stderr
+
+
+def test_the_progress_line_estimates_the_time_left(tmp_path):
+    study = write_study(tmp_path, trials=2)
+    out = tmp_path / "runs"
+    result = CliRunner().invoke(main, ["tune", str(study), "--out", str(out)])
+    assert re.search(
+        r"^study Small: 1 of 2 trials; front: trials 0; about \d+ s left at \d+ s a trial$",
+        result.stderr,
+        re.M,
+    )
+
+
 def daic_tune(study: Path, out: Path, *options: str, stop: str | None = None):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     env.pop(STOP_VARIABLE, None)
@@ -143,17 +171,25 @@ def states(out: Path) -> dict[int, str]:
     return {t.number: t.state.name for t in loaded.trials}
 
 
-# Both signals in the slow suite; the default one keeps SIGKILL, after which nothing of the study runs.
-@pytest.mark.parametrize("signal_name", ["SIGKILL", pytest.param("SIGTERM", marks=pytest.mark.slow)])
+# Every signal in the slow suite; the default one keeps SIGKILL, after which nothing of the study runs, and
+# SIGINT (Ctrl-C), whose handling the worker shares with SIGTERM.
+SIGNALS = ["SIGKILL", "SIGINT", pytest.param("SIGTERM", marks=pytest.mark.slow)]
+
+
+@pytest.mark.parametrize("signal_name", SIGNALS)
 def test_a_killed_study_continues_and_its_cut_trial_does_not_count(tmp_path, signal_name):
     study = write_study(tmp_path, trials=2)
     out = tmp_path / "runs"
     killed = daic_tune(study, out, stop=f"epoch-saved:{signal_name}")
     output, _ = killed.communicate(timeout=300)
     assert killed.returncode != 0
-    if signal_name == "SIGTERM":  # the worker said so, and marked its own trial
+    if signal_name != "SIGKILL":  # the worker said so in one line, and marked its own trial
         assert killed.returncode == 130
-        assert "marked cut short and not counted; run the same command" in output
+        assert output.splitlines()[-1] == (
+            "daic: interrupted: the trial in progress is marked cut short and not counted; run the same "
+            "command to continue the study"
+        )
+        assert "Traceback" not in output and "Trial 0 failed" not in output  # nothing of Optuna's log
         assert states(out) == {0: "FAIL"}
     else:  # nobody could: it stays running until the next worker finds its process gone
         assert states(out) == {0: "RUNNING"}
