@@ -12,10 +12,11 @@ VNN-LIB properties, export. The command line is a client of these functions (`da
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from daic.errors import DaicError
 
 if TYPE_CHECKING:
     from torch import Tensor, nn
@@ -30,53 +31,6 @@ if TYPE_CHECKING:
     from daic.runtime.training.distributed import Group
 
 
-class DaicError(Exception):
-    """A failure the user can act on (bad sources, a missing file, options that do not fit): the message
-    says where and what to do, as the command line prints it; `diagnostics` are the sources' problems
-    behind it, and `exit_code` the command line's status for it (1, or 2 for a mistake of usage)."""
-
-    def __init__(
-        self, message: str, diagnostics: Sequence[Diagnostic] = (), exit_code: int = 1,
-        command_message: str | None = None,
-    ) -> None:  # fmt: skip
-        super().__init__(message)
-        self.diagnostics = list(diagnostics)
-        self.exit_code = exit_code
-        self.command_message = command_message or message
-        """The message in the command line's terms (`--resume`), which it prints; `str()` is in Python's."""
-
-
-PYTHON_TERMS = {
-    "--resume": "resume=True", "--force": "force=True", "--download": "download=True", "--epochs": "epochs",
-    "--out": "out", "--dataset": "dataset", "--domain": "domains", "--data": "data", "--timeout": "timeout",
-    "--weights": "weights", "--seed": "seed", "--device": "device",
-}  # fmt: skip
-"""The command line's options as a Python caller passes them: a command's message names the option it
-means, and the API hands the message on in the caller's terms."""
-
-
-def _in_python_terms(message: str) -> str:
-    return re.sub(r"(?<![\w-])--[a-z][a-z-]*", lambda m: PYTHON_TERMS.get(m.group(0), m.group(0)), message)
-
-
-def _raising(call, *args, **kwargs):
-    """`call`, its CommandError / UsageError / ImportFailure / PropertyError made a DaicError, in Python's
-    terms (`PYTHON_TERMS`)."""
-    from daic.compiler.checking.sources import UsageError
-    from daic.compiler.commands.errors import CommandError
-    from daic.compiler.exchange.onnx_in import ImportFailure
-    from daic.compiler.exchange.vnnlib_in import PropertyError
-
-    try:
-        return call(*args, **kwargs)
-    except CommandError as exc:
-        raise DaicError(_in_python_terms(str(exc)), exc.diagnostics, exc.exit_code, str(exc)) from None
-    except UsageError as exc:
-        raise DaicError(_in_python_terms(str(exc)), exit_code=2, command_message=str(exc)) from None
-    except (ImportFailure, PropertyError) as exc:
-        raise DaicError(_in_python_terms(str(exc)), command_message=str(exc)) from None
-
-
 def check(*paths: str | Path) -> list[Diagnostic]:
     """The diagnostics of `.net` and `.dai` files (folders: every such file in them), errors and
     warnings, as `daic check` reports them; an empty list when all is well."""
@@ -89,7 +43,7 @@ def check_reports(*paths: str | Path) -> list[FileReport]:
     from daic.compiler.checking.check import check_path
     from daic.compiler.checking.sources import discover
 
-    return [check_path(path) for path in _raising(discover, [str(p) for p in paths])]
+    return [check_path(path) for path in discover([str(p) for p in paths])]
 
 
 def load_scheme(path: str | Path, scheme: str | None = None, net: str | Path | None = None) -> Plan:
@@ -97,7 +51,7 @@ def load_scheme(path: str | Path, scheme: str | None = None, net: str | Path | N
     checked and resolved: what `train` trains."""
     from daic.compiler.commands.run import plan_run
 
-    return _raising(plan_run, str(path), scheme, None if net is None else str(net))
+    return plan_run(str(path), scheme, None if net is None else str(net))
 
 
 def train(
@@ -127,7 +81,7 @@ def train(
 
     plan = plan if not isinstance(plan, (str, Path)) else load_scheme(plan)
     root = None if data is None else str(data)
-    return _raising(execute, plan, Path(out), epochs=epochs, data_root=root, download=download,
+    return execute(plan, Path(out), epochs=epochs, data_root=root, download=download,
                     device=device, resume=resume, display=display or Silent(), group=group, amp=amp,
                     seed=seed)  # fmt: skip
 
@@ -150,8 +104,8 @@ def load_network(
             )
         return _from_torch(net, tuple(input_shape))
     if weights is not None:
-        return _raising(load_without_data, str(net), str(weights))[0].eval()
-    return lower_network(_raising(checked_network, str(net), None)[1]).eval()
+        return load_without_data(str(net), str(weights))[0].eval()
+    return lower_network(checked_network(str(net), None)[1]).eval()
 
 
 def load_data(dataset: str, root: str | Path | None = None, download: bool = False) -> TensorData:
@@ -162,11 +116,11 @@ def load_data(dataset: str, root: str | Path | None = None, download: bool = Fal
     from daic.compiler.lower import lower_dataset
     from daic.runtime.data.tensors import DataError
 
-    built = _raising(dataset_named, dataset, True)
+    built = dataset_named(dataset, True)
     try:
         return lower_dataset(built).load(None if root is None else str(root), download)
     except DataError as exc:
-        raise DaicError(str(exc), exit_code=2) from None
+        raise exc.as_usage() from None
 
 
 def import_onnx(path: str | Path) -> Imported:
@@ -174,7 +128,7 @@ def import_onnx(path: str | Path) -> Imported:
     ``.model`` (the module with the file's weights)."""
     from daic.compiler.exchange.imported import import_onnx as read
 
-    return _raising(read, path)
+    return read(path)
 
 
 def write_import(path: str | Path, net: str | Path, force: bool = False) -> tuple[Imported, Path, float]:
@@ -184,7 +138,7 @@ def write_import(path: str | Path, net: str | Path, force: bool = False) -> tupl
     onnxruntime)."""
     from daic.compiler.exchange.imported import write_import as write
 
-    return _raising(write, path, Path(net), force)
+    return write(path, Path(net), force)
 
 
 def certify(
@@ -239,7 +193,7 @@ def _from_torch(module: nn.Module, shape: tuple[int, ...]) -> nn.Module:
                                   dynamic_axes={"x": {0: "batch"}})  # fmt: skip
         except Exception as exc:
             raise DaicError(f"the module does not export to ONNX: {str(exc).splitlines()[0][:300]}") from None
-        model = _raising(_read_onnx, path).model
+        model = _read_onnx(path).model
     with torch.no_grad():
         expected = source(example)
         gap = float((model.float()(example) - expected).abs().max())
@@ -280,7 +234,7 @@ def _check_images(model: nn.Module, x: Tensor, y: Tensor) -> None:
 def _cascade(domains: Sequence[str], attack: bool) -> list:
     from daic.compiler.commands.verify import cascade_of
 
-    return _raising(cascade_of, domains, attack)
+    return cascade_of(domains, attack)
 
 
 def verify_vnnlib(
@@ -300,12 +254,10 @@ def verify_vnnlib(
     from daic.compiler.commands.properties import Instance, Networks, decide, default_domains
     from daic.compiler.exchange.vnnlib_in import read_property
 
-    certifier = _raising(
-        Networks(None if weights is None else str(weights), torch.device("cpu")).get, str(network)
-    )
+    certifier = Networks(None if weights is None else str(weights), torch.device("cpu")).get(str(network))
     chosen = domains if domains is not None else default_domains(certifier)
     instance = Instance(str(network), Path(prop), float(timeout))
-    return _raising(decide, instance, _raising(read_property, prop), certifier, _cascade(chosen, True), 0)
+    return decide(instance, read_property(prop), certifier, _cascade(chosen, True), 0)
 
 
 def export_onnx(model: nn.Module, input_shape: Sequence[int], path: str | Path) -> float:
@@ -313,4 +265,4 @@ def export_onnx(model: nn.Module, input_shape: Sequence[int], path: str | Path) 
     returns the largest difference between onnxruntime's outputs and PyTorch's (-1 without onnxruntime)."""
     from daic.compiler.commands.weights import export_onnx as write
 
-    return _raising(write, model, tuple(input_shape), Path(path))
+    return write(model, tuple(input_shape), Path(path))

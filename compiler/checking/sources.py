@@ -10,6 +10,7 @@ from pathlib import Path
 from daic.dsl import diagnostics as D
 from daic.dsl.parser import STATEMENT_START
 from daic.dsl.source import LINE_BREAK, LineIndex
+from daic.errors import DaicError
 
 LANGUAGES = {".net": "net", ".dai": "dai"}
 STDIN = "-"  # the path that names standard input on the command line
@@ -20,8 +21,11 @@ STDIN_NAME = "<stdin>"  # how diagnostics name it, when no --stdin-filename give
 RUN_RECORD = "run.json"
 
 
-class UsageError(Exception):
+class UsageError(DaicError):
     """A command-line mistake (a path that does not exist, a folder with no sources): exit code 2."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, exit_code=2)
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,11 @@ from dataclasses import dataclass
 
 import click
 
-from daic.api import DaicError, check_reports
+from daic.api import check_reports
 from daic.compiler.checking.check import FileReport, check_source
 from daic.compiler.checking.sources import STDIN, Source, UsageError, from_stdin
 from daic.compiler.commands.render import RENDERERS
+from daic.errors import DaicError
 
 
 def plural(n: int, word: str) -> str:
@@ -62,7 +63,7 @@ def check_command(
         source = stdin_source(paths, stdin_filename)
         reports = [check_source(source)] if source else check_reports(*paths)
     except UsageError as exc:
-        click.echo(f"daic: {exc}", err=True)
+        click.echo(f"daic: {exc.command_message}", err=True)
         return 2
     except DaicError as exc:
         click.echo(f"daic: {exc.command_message}", err=True)

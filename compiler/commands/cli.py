@@ -20,12 +20,13 @@ from daic.compiler.checking.check import parse_source
 from daic.compiler.checking.elaborate import did_you_mean
 from daic.compiler.checking.sources import UsageError, language_of, read
 from daic.compiler.commands import render
+from daic.compiler.commands.threads import choose_default, share_out, use_threads
 from daic.dsl import diagnostics as D
+from daic.errors import DaicError
 
 if TYPE_CHECKING:  # commands that only read sources never import torch
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 
-    from daic.api import DaicError
     from daic.runtime.training.distributed import Group
 
 
@@ -43,7 +44,19 @@ def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> N
     ctx.exit()
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Commands(click.Group):
+    """daic's commands. A `DaicError` that a command does not handle itself is reported here, in one
+    place: the sources' diagnostics, then the message, and the error's exit code."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except DaicError as exc:
+            _report(exc)
+            sys.exit(exc.exit_code)
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--version",
     is_flag=True,
@@ -54,6 +67,7 @@ def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> N
 )
 def main() -> None:
     """daic: certified training of neural networks from .net and .dai sources."""
+    choose_default()
 
 
 STDIN_FILENAME = click.option(
@@ -118,13 +132,10 @@ def fmt(paths: tuple[str, ...], check_only: bool, diff: bool, stdin_filename: st
 @click.option("--force", is_flag=True, help="Replace the .net file and checkpoint if they exist.")
 def import_(model: str, out: str | None, force: bool) -> None:
     """Read an ONNX network as a .net file of daic's language and a checkpoint of its weights."""
-    from daic.api import DaicError, write_import
+    from daic.api import write_import
 
     net = Path(out) if out else Path(model).with_suffix(".net")
-    try:
-        imported, weights, difference = write_import(model, net, force)
-    except DaicError as exc:
-        _fail(exc.command_message, exc.exit_code)
+    imported, weights, difference = write_import(model, net, force)
     layers = sum(1 for line in imported.text.splitlines() if line.strip() and not line.startswith("#"))
     matched = f"; onnxruntime matches it within {difference:.2g}" if difference >= 0 else ""
     click.echo(f"wrote {net} ({layers} lines) and its weights, {weights}{matched}")
@@ -139,7 +150,7 @@ def init(folder: str) -> None:
     try:
         written = write_starter(Path(folder))
     except UsageError as exc:
-        _fail_usage(str(exc))
+        _fail_usage(exc.command_message)
     for path in written:
         click.echo(f"wrote {path}")
     click.echo(f"next: daic check {folder}, then daic run {Path(folder) / SCHEME}", err=True)
@@ -174,7 +185,7 @@ def show(net: str, input_shape: str | None, classes: int | None) -> None:
     try:
         source = read(net) if language_of(net) == "net" else None
     except UsageError as exc:
-        _fail_usage(str(exc))
+        _fail_usage(exc.command_message)
     if source is None:
         _fail_usage(f"{net}: not a .net file")
     report = parse_source(source)
@@ -198,20 +209,9 @@ def show(net: str, input_shape: str | None, classes: int | None) -> None:
 THREADS = click.option(
     "--threads",
     type=click.IntRange(min=1),
-    help="CPU threads for PyTorch (default: OMP_NUM_THREADS if set, else one per core). Where other jobs "
-    "share the cores, fewer threads often run faster.",
+    help="CPU threads for PyTorch (default: OMP_NUM_THREADS if set, else one per core the last minute's "
+    "load leaves free).",
 )
-
-
-def _use_threads(threads: int | None) -> None:
-    """--threads for this process, and for those it starts (torchrun's workers read OMP_NUM_THREADS);
-    without it, PyTorch follows OMP_NUM_THREADS itself."""
-    if threads is None:
-        return
-    import torch
-
-    os.environ["OMP_NUM_THREADS"] = str(threads)
-    torch.set_num_threads(threads)
 
 
 @main.command()
@@ -266,10 +266,9 @@ def run(
     threads: int | None,
 ) -> None:
     """Train, attack and certify a network with a training scheme."""
-    from daic.api import DaicError
     from daic.compiler.commands.run import summary_text
 
-    _use_threads(threads)
+    use_threads(threads)
     if nproc_per_node and nproc_per_node > 1:
         checked = partial(_check_run, scheme_file, scheme_name, net, nproc_per_node)
         _launch_workers(ctx, nproc_per_node, "run", checked, device)
@@ -362,11 +361,11 @@ def _out_of_memory(exc: RuntimeError) -> bool:
     return isinstance(exc, torch.OutOfMemoryError) or "can't allocate memory" in str(exc)
 
 
-def _report(exc: Exception) -> None:
-    """A run's error on stderr, with its diagnostics."""
-    for d in getattr(exc, "diagnostics", []):
+def _report(exc: DaicError) -> None:
+    """An error on stderr as the command line says it (`command_message`), after its diagnostics."""
+    for d in exc.diagnostics:
         click.echo(render.as_text(d, _index_of(d)), err=True)
-    click.echo(f"daic: {command_text(exc)}", err=True)
+    click.echo(f"daic: {exc.command_message}", err=True)
 
 
 def _join_group(device: str) -> Group:
@@ -395,7 +394,6 @@ def _launch_workers(
     from torch.distributed.run import get_args_parser
     from torch.distributed.run import run as torchrun
 
-    from daic.compiler.commands.errors import CommandError
     from daic.runtime.training.distributed import DistributedError, launched_world, process_device
 
     if launched_world() > 1:
@@ -404,12 +402,10 @@ def _launch_workers(
         # Source errors are reported here, once, rather than by every worker.
         check()
         process_device(device, nproc - 1, torch.cuda.device_count() if torch.cuda.is_available() else 0)
-    except (UsageError, DistributedError) as exc:
+    except DistributedError as exc:
         _fail_usage(str(exc))
-    except CommandError as exc:
-        _report_run_error(exc)
     # torchrun would give every CPU process one thread; share the cores out instead.
-    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))
+    share_out(nproc)
     args = get_args_parser().parse_args(
         ["--standalone", f"--nproc-per-node={nproc}", "--module", "daic", command, *_worker_arguments(ctx)]
     )
@@ -498,7 +494,6 @@ def tune(
     """Run a study: trials of a scheme whose search spaces take the values a sampler chooses, until the study
     has its results; then the best trial (or Pareto front), tested on the test set, and best.dai. Run the
     same command again to continue a study that was stopped, or on other machines with one --storage."""
-    from daic.compiler.commands.errors import CommandError
     from daic.compiler.commands.run.display import RunDisplay
     from daic.compiler.commands.tune import (
         TrialSettings,
@@ -509,7 +504,7 @@ def tune(
         work,
     )
 
-    _use_threads(threads)
+    use_threads(threads)
     device = _device(device)
     try:
         plan = plan_study(study_file, study_name, out, storage)
@@ -522,9 +517,9 @@ def tune(
             lambda study, trial: click.echo(f"{_trial_line(trial)}\n{progress_text(plan, study)}", err=True),
         )
         report = report_study(plan, study, data_root, device)
-    except CommandError as exc:
+    except DaicError as exc:
         if exc.exit_code == 130:
-            exc = CommandError(
+            exc = DaicError(
                 "interrupted: the trial in progress is marked cut short and not counted; run the same "
                 "command to continue the study",
                 exit_code=130,
@@ -633,12 +628,10 @@ def _start_dashboard(storage: str) -> None:
 @click.pass_context
 def verify(ctx: click.Context, **options) -> None:
     """Certify a trained network's test set image by image and keep a record of each."""
-    from daic.compiler.commands.errors import CommandError
     from daic.compiler.commands.verify import Settings, VerifyDisplay, default_record, print_result
     from daic.compiler.commands.verify import verify as certify_test_set
-    from daic.runtime.data.tensors import DataError
 
-    _use_threads(options["threads"])
+    use_threads(options["threads"])
     _check_verify_options(ctx, options)
     nproc = options["nproc_per_node"]
     if nproc and nproc > 1:
@@ -658,14 +651,11 @@ def verify(ctx: click.Context, **options) -> None:
         kept = f"what was certified is in {out}" if out.exists() else "no image was decided yet"
         click.echo(f"daic: interrupted; {kept}: continue with --resume", err=True)
         _leave(group, 130)
-    except CommandError as exc:
+    except DaicError as exc:
         display.close()
         if group.is_main:
             _report(exc)
         _leave(group, exc.exit_code)
-    except DataError as exc:
-        display.close()
-        _fail(str(exc), 2)
     display.close()
     if group.is_main:
         print_result(result, options["net"], out, options["output_format"])
@@ -691,7 +681,6 @@ def _check_verify_options(ctx: click.Context, options: dict) -> None:
 
 def _verify_properties(ctx: click.Context, options: dict, group: Group) -> None:
     """`daic verify --vnnlib`: one property's answer on stdout as VNN-COMP writes it, or a table of all."""
-    from daic.compiler.commands.errors import CommandError
     from daic.compiler.commands.properties import (
         PropertySettings,
         default_out,
@@ -713,7 +702,7 @@ def _verify_properties(ctx: click.Context, options: dict, group: Group) -> None:
         display.close()
         click.echo(f"daic: interrupted; what was decided is in {out}: continue with --resume", err=True)
         _leave(group, 130)
-    except CommandError as exc:
+    except DaicError as exc:
         display.close()
         if group.is_main:
             _report(exc)
@@ -765,58 +754,38 @@ def export(
 ) -> None:
     """Write the trained concrete network as ONNX (checked, and compared with onnxruntime), and the
     robustness of each test image as a VNN-LIB property, for the verifiers of VNN-COMP."""
-    from daic.api import DaicError, export_onnx
-    from daic.compiler.commands.errors import CommandError
+    from daic.api import export_onnx
     from daic.compiler.commands.weights import certified_epsilon, load_trained
     from daic.compiler.exchange.vnnlib_out import check_properties_folder, write_properties
     from daic.compiler.lower import lower_dataset
-    from daic.runtime.data.tensors import DataError
 
     if onnx_path is None and vnnlib_dir is None:
         _fail("export: pass --onnx FILE, --vnnlib DIR, or both", 2)
-    try:
-        model, state, built, network = load_trained(net, weights, dataset)
-        if vnnlib_dir is not None:  # the data, radius and folder first: a mistake there writes nothing
-            epsilon = certified_epsilon(state, eps)
-            data = lower_dataset(built).load(data_root, download)
-            check_properties_folder(Path(vnnlib_dir), None if onnx_path is None else Path(onnx_path))
-        if onnx_path is not None:
-            difference = export_onnx(model, network.input_shape, Path(onnx_path))
-            message = f"wrote {onnx_path} (onnx checker passed"
-            click.echo(
-                message
-                + (f"; onnxruntime matches PyTorch within {difference:.2g})" if difference >= 0 else ")")
-            )
-        if vnnlib_dir is not None:
-            n = min(limit or len(data.test_y), len(data.test_y))
-            images = data.test_x[:n].double().flatten(1).tolist()
-            written = write_properties(
-                Path(vnnlib_dir), images, data.test_y[:n].tolist(), data.classes, epsilon, data.value_range,
-                f"the {built.decl.name} test set", None if onnx_path is None else Path(onnx_path), timeout,
-            )  # fmt: skip
-            also = " and instances.csv" if onnx_path is not None else ""
-            click.echo(f"wrote {len(written)} VNN-LIB properties (eps {epsilon:g}){also} to {vnnlib_dir}")
-    except (CommandError, DaicError) as exc:
-        _report_run_error(exc)
-    except DataError as exc:
-        _fail(str(exc), 2)
+    model, state, built, network = load_trained(net, weights, dataset)
+    if vnnlib_dir is not None:  # the data, radius and folder first: a mistake there writes nothing
+        epsilon = certified_epsilon(state, eps)
+        data = lower_dataset(built).load(data_root, download)
+        check_properties_folder(Path(vnnlib_dir), None if onnx_path is None else Path(onnx_path))
+    if onnx_path is not None:
+        difference = export_onnx(model, network.input_shape, Path(onnx_path))
+        message = f"wrote {onnx_path} (onnx checker passed"
+        click.echo(
+            message + (f"; onnxruntime matches PyTorch within {difference:.2g})" if difference >= 0 else ")")
+        )
+    if vnnlib_dir is not None:
+        n = min(limit or len(data.test_y), len(data.test_y))
+        images = data.test_x[:n].double().flatten(1).tolist()
+        written = write_properties(
+            Path(vnnlib_dir), images, data.test_y[:n].tolist(), data.classes, epsilon, data.value_range,
+            f"the {built.decl.name} test set", None if onnx_path is None else Path(onnx_path), timeout,
+        )  # fmt: skip
+        also = " and instances.csv" if onnx_path is not None else ""
+        click.echo(f"wrote {len(written)} VNN-LIB properties (eps {epsilon:g}){also} to {vnnlib_dir}")
 
 
 def _fail(message: str, code: int = 1) -> None:
     click.echo(f"daic: {message}", err=True)
     sys.exit(code)
-
-
-def _report_run_error(exc) -> None:
-    for d in exc.diagnostics:
-        click.echo(render.as_text(d, _index_of(d)), err=True)
-    _fail(command_text(exc), exc.exit_code)
-
-
-def command_text(exc: Exception) -> str:
-    """An error's message as the command line says it: a `DaicError`'s `command_message` (its `str()` is in
-    Python's terms), any other's own."""
-    return getattr(exc, "command_message", None) or str(exc)
 
 
 def _device(name: str) -> str:

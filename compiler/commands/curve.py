@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from daic.compiler.commands.errors import CommandError
+from daic.errors import DaicError
 
 if TYPE_CHECKING:
     from daic.compiler.commands.verify import Settings
@@ -38,11 +38,11 @@ def radii(written: Sequence[str]) -> list[float]:
                 continue
             start, stop, count = float(match.group(1)), float(match.group(2)), int(match.group(3))
         except ValueError:
-            raise CommandError(
+            raise DaicError(
                 f"--eps {text}: a number, or START:STOP:COUNT (0.02:0.2:10)", exit_code=2
             ) from None
         if count < 2 or not start < stop:
-            raise CommandError(
+            raise DaicError(
                 f"--eps {text}: a range runs up from START to STOP in 2 or more radii", exit_code=2
             )
         # To 12 digits: 0.02:0.06:3 is 0.02, 0.04, 0.06, not 0.039999999999999994.
@@ -135,7 +135,7 @@ def verify_curve(
     from daic.compiler.commands.weights import certified_epsilon
 
     if group.active:
-        raise CommandError(
+        raise DaicError(
             "a curve of several --eps runs in one process: leave out --nproc-per-node", exit_code=2
         )
     certification = prepare(settings, group)

@@ -80,7 +80,7 @@ def fmt_command(paths: tuple[str, ...], check_only: bool, diff: bool, stdin_file
             return format_stdin(parse_source(source), check_only, diff)
         sources = [read(path) for path in discover(list(paths))]
     except UsageError as exc:
-        click.echo(f"daic: {exc}", err=True)
+        click.echo(f"daic: {exc.command_message}", err=True)
         return 2
     changed = unparsable = unwritable = 0
     for source in sources:

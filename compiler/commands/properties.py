@@ -22,8 +22,8 @@ from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from daic.compiler.commands.errors import CommandError
 from daic.compiler.exchange.vnnlib_in import Property, PropertyError, Region, read_property
+from daic.errors import DaicError
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -72,17 +72,17 @@ def instances(target: str, net: str | None, timeout: float) -> list[Instance]:
     path = Path(target)
     if path.suffix == ".csv":
         if net is not None:
-            raise CommandError(f"{target} names the network of each property: omit NET", exit_code=2)
+            raise DaicError(f"{target} names the network of each property: omit NET", exit_code=2)
         return _from_csv(path)
     if net is None:
-        raise CommandError("pass the network to certify (NET.net with --weights, or NET.onnx)", exit_code=2)
+        raise DaicError("pass the network to certify (NET.net with --weights, or NET.onnx)", exit_code=2)
     if path.is_dir():
         found = sorted(path.glob("*.vnnlib"), key=_natural)
         if not found:
-            raise CommandError(f"--vnnlib {target}: the folder holds no .vnnlib file", exit_code=2)
+            raise DaicError(f"--vnnlib {target}: the folder holds no .vnnlib file", exit_code=2)
         return [Instance(net, p, timeout) for p in found]
     if not path.exists():
-        raise CommandError(f"--vnnlib {target} does not exist", exit_code=2)
+        raise DaicError(f"--vnnlib {target} does not exist", exit_code=2)
     return [Instance(net, path, timeout)]
 
 
@@ -94,7 +94,7 @@ def _from_csv(path: Path) -> list[Instance]:
     try:
         rows = [row for row in csv.reader(path.read_text(encoding="utf-8").splitlines()) if row]
     except OSError as exc:
-        raise CommandError(f"cannot read {path}: {exc.strerror or exc}", exit_code=2) from None
+        raise DaicError(f"cannot read {path}: {exc.strerror or exc}", exit_code=2) from None
     found = []
     for number, row in enumerate(rows, 1):
         try:
@@ -103,10 +103,10 @@ def _from_csv(path: Path) -> list[Instance]:
             seconds = math.nan
         if len(row) != 3 or not (math.isfinite(seconds) and seconds > 0):
             expected = "expected `network.onnx,property.vnnlib,timeout` (seconds > 0)"
-            raise CommandError(f"{path}:{number}: {expected}", exit_code=2)
+            raise DaicError(f"{path}:{number}: {expected}", exit_code=2)
         found.append(Instance(str(path.parent / row[0].strip()), path.parent / row[1].strip(), seconds))
     if not found:
-        raise CommandError(f"{path} lists no instance", exit_code=2)
+        raise DaicError(f"{path} lists no instance", exit_code=2)
     return found
 
 
@@ -143,18 +143,18 @@ class Networks:
 
     weights: str | None
     device: Any
-    loaded: dict[str, Certifier | CommandError] = field(default_factory=dict)
+    loaded: dict[str, Certifier | DaicError] = field(default_factory=dict)
 
     def get(self, net: str) -> Certifier:
         """The network at `net`, loaded at its first request; one that cannot be loaded raises the same
-        `CommandError` at every request."""
+        `DaicError` at every request."""
         if net not in self.loaded:
             try:
                 self.loaded[net] = self._load(net)
-            except CommandError as exc:
+            except DaicError as exc:
                 self.loaded[net] = exc
         found = self.loaded[net]
-        if isinstance(found, CommandError):
+        if isinstance(found, DaicError):
             raise found
         return found
 
@@ -166,12 +166,12 @@ class Networks:
         source = None
         if net.endswith(".onnx"):
             if self.weights is not None:
-                raise CommandError(f"{net} holds its weights: omit --weights", exit_code=2)
+                raise DaicError(f"{net} holds its weights: omit --weights", exit_code=2)
             model, shape, source = _onnx(net)
             relu = "hybrid"
             identity = {"net": str(Path(net).resolve()), "weights_sha256": _sha256(net)}
         elif self.weights is None:
-            raise CommandError(f"{net}: pass its weights with --weights (a checkpoint)", exit_code=2)
+            raise DaicError(f"{net}: pass its weights with --weights (a checkpoint)", exit_code=2)
         else:
             from daic.compiler.commands.weights import load_without_data
 
@@ -196,7 +196,7 @@ def _onnx(path: str):
     try:
         imported = import_onnx(path)
     except ImportFailure as exc:
-        raise CommandError(str(exc), exit_code=2) from None
+        raise exc.as_usage() from None
     return imported.model, imported.network.input_shape, imported.source_network
 
 
@@ -262,7 +262,7 @@ def _row(index: int, instance: Instance, status: str, by, margin, started: float
 def _check_sizes(instance: Instance, prop: Property, certifier: Certifier) -> None:
     inputs = math.prod(certifier.input_shape)
     if prop.inputs != inputs or prop.outputs != certifier.outputs:
-        raise CommandError(
+        raise DaicError(
             f"{instance.property} declares {prop.inputs} inputs and {prop.outputs} outputs; "
             f"{instance.network} has {inputs} and {certifier.outputs}",
             exit_code=2,
@@ -335,7 +335,7 @@ def _clause(clause, outputs: int):
     for r, atom in enumerate(clause.atoms):
         for name, coefficient in atom.coefficients:
             if Fraction(float(coefficient)) != coefficient:
-                raise CommandError(
+                raise DaicError(
                     f"line {atom.line}: the coefficient {coefficient} of {name} is no binary float: daic "
                     "certifies output constraints with coefficients such as 1, -1 or 0.5",
                     exit_code=2,
@@ -436,7 +436,7 @@ def _identity(
     for net in dict.fromkeys(i.network for i in todo):
         try:
             certifier = networks.get(net)
-        except CommandError:
+        except DaicError:
             weights.add(f"unreadable: {net}")
             continue
         weights.add(certifier.identity["weights_sha256"])
@@ -456,7 +456,7 @@ def _answer(instance: Instance, index: int, networks: Networks, cascades: Cascad
     try:
         certifier = networks.get(instance.network)
         return decide(instance, _read(instance.property), certifier, cascades.of(certifier), index)
-    except CommandError as exc:
+    except DaicError as exc:
         if not many:
             raise
         return _row(index, instance, "error", None, None, started) | {"message": str(exc)}
@@ -466,7 +466,7 @@ def _read(path: Path) -> Property:
     try:
         return read_property(path)
     except PropertyError as exc:
-        raise CommandError(str(exc), exit_code=2) from None
+        raise exc.as_usage() from None
 
 
 def summarize(rows: list[dict[str, Any]], identity: dict[str, Any]) -> dict[str, Any]:

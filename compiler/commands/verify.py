@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from daic.compiler.commands.errors import CommandError
+from daic.errors import DaicError
 
 if TYPE_CHECKING:
     from daic.compiler.commands.curve import Known
@@ -98,7 +98,7 @@ def cascade_of(domains: Sequence[str], attack: bool) -> list:
     try:
         methods = [lower_value(check_expression(d, DOMAIN)) for d in dict.fromkeys(domains)]
     except ExpressionError as exc:
-        raise CommandError(f"--domain: {exc}", exit_code=2) from None
+        raise DaicError(f"--domain: {exc}", exit_code=2) from None
     return cascade(methods, attack=attack)
 
 
@@ -193,7 +193,7 @@ class Record:
         """Checks the record is this certification's (or starts one) and returns the images it decided."""
         # A record with no image in it (a certification that failed before its first) holds nothing to keep.
         if not resume and (self.path.exists() or self.sidecar.exists()) and self.read():
-            raise CommandError(
+            raise DaicError(
                 f"{self.path} already holds a record: pass --resume to continue it, or choose another --out",
                 exit_code=2,
             )
@@ -201,7 +201,7 @@ class Record:
             previous = json.loads(self.sidecar.read_text())
             changed = [k for k, v in identity.items() if previous.get(k) != v]
             if changed:
-                raise CommandError(
+                raise DaicError(
                     f"{self.path} records another certification ({', '.join(changed)} differ): resume with "
                     "the same settings, or choose another --out",
                     exit_code=2,
@@ -210,7 +210,7 @@ class Record:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             _write_atomically(self.sidecar, json.dumps(identity, indent=2) + "\n")
         except OSError as exc:
-            raise CommandError(f"cannot write {self.sidecar}: {exc.strerror or exc}", exit_code=2) from None
+            raise DaicError(f"cannot write {self.sidecar}: {exc.strerror or exc}", exit_code=2) from None
         self.merge()  # parts a killed run of several processes left behind
         return {row["index"]: row["status"] for row in self.read() if row["status"] in DECIDED}
 

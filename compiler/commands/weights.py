@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Any
 from daic.compiler.checking.elaborate import Built, did_you_mean
 from daic.compiler.checking.expressions import ExpressionError, check_expression
 from daic.compiler.checking.sources import UsageError
-from daic.compiler.commands.errors import CommandError
 from daic.compiler.commands.run.plan import load_network
 from daic.compiler.constructors import REGISTRY
 from daic.compiler.lower import lower_network
 from daic.compiler.registry import Category
 from daic.compiler.types import DATASET
+from daic.errors import DaicError
 
 if TYPE_CHECKING:
     from torch import nn
@@ -27,26 +27,26 @@ if TYPE_CHECKING:
 
 def read_checkpoint(path: str | Path, remedy: str) -> dict[str, Any]:
     """The checkpoint at `path`, checked whole; a file that is missing, unreadable or damaged is a
-    CommandError (exit 2) that says which, followed by `remedy` (what the user can do about it)."""
+    DaicError (exit 2) that says which, followed by `remedy` (what the user can do about it)."""
     from daic.runtime.checkpoint import DamagedCheckpoint, load
 
     try:
         state = load(path)
     except FileNotFoundError:
-        raise CommandError(f"{path} does not exist", exit_code=2) from None
+        raise DaicError(f"{path} does not exist", exit_code=2) from None
     except OSError as exc:
-        raise CommandError(f"cannot read {path}: {exc.strerror or exc}", exit_code=2) from None
+        raise DaicError(f"cannot read {path}: {exc.strerror or exc}", exit_code=2) from None
     except DamagedCheckpoint as exc:
-        raise CommandError(f"{path} is damaged ({exc}); {remedy}", exit_code=2) from None
+        raise DaicError(f"{path} is damaged ({exc}); {remedy}", exit_code=2) from None
     except Exception as exc:  # torch.load raises many kinds (pickle, runtime) for an archive it cannot use
-        raise CommandError(
+        raise DaicError(
             f"{path} is not a checkpoint daic can read ({exc.__class__.__name__}: {_first_line(exc)}); "
             f"{remedy}",
             exit_code=2,
         ) from None
     if not isinstance(state, dict):
         message = f"{path} is not a checkpoint of `daic run` (it holds no state); {remedy}"
-        raise CommandError(message, exit_code=2)
+        raise DaicError(message, exit_code=2)
     return state
 
 
@@ -88,7 +88,7 @@ def certified_epsilon(state: Mapping[str, Any], given: float | None) -> float:
     """The radius to certify: the one given, else the checkpoint's (the run's epsilon)."""
     epsilon = given if given is not None else state.get("epsilon")
     if epsilon is None:
-        raise CommandError("the checkpoint does not say its epsilon: pass --eps", exit_code=2)
+        raise DaicError("the checkpoint does not say its epsilon: pass --eps", exit_code=2)
     try:
         value = float(epsilon)
     except (TypeError, ValueError):
@@ -97,7 +97,7 @@ def certified_epsilon(state: Mapping[str, Any], given: float | None) -> float:
         # A NaN or infinite radius certifies nothing (and an infinite one makes the attack a no-op).
         where = f"--eps {epsilon!r}" if given is not None else f"the checkpoint's epsilon, {epsilon!r},"
         fix = "" if given is not None else ": pass --eps"
-        raise CommandError(f"{where} is not a radius (a finite number above 0){fix}", exit_code=2)
+        raise DaicError(f"{where} is not a radius (a finite number above 0){fix}", exit_code=2)
     return value
 
 
@@ -109,7 +109,7 @@ def load_trained(net_path: str, weights: str, dataset: str | None):
     try:
         _tree, network = load_network(net_path, data)
     except UsageError as exc:
-        raise CommandError(str(exc), exit_code=2) from None
+        raise exc.as_usage() from None
     return _with_weights(network, net_path, weights, state), state, data, network
 
 
@@ -120,9 +120,9 @@ def load_without_data(net_path: str, weights: str):
     try:
         network = load_network(net_path, None)[1]
     except UsageError as exc:
-        raise CommandError(str(exc), exit_code=2) from None
+        raise exc.as_usage() from None
     if network.input_shape is None:
-        raise CommandError(
+        raise DaicError(
             f"{net_path} does not say its input's shape: add input_shape=[H, W, C] (or [F]) to its first "
             "layer",
             exit_code=2,
@@ -137,7 +137,7 @@ def _with_weights(network, net_path: str, weights: str, state: dict[str, Any]):
     saved = state.get("model", state)
     mismatch = weights_mismatch(model, saved)
     if mismatch is not None:
-        raise CommandError(
+        raise DaicError(
             f"{weights} does not hold weights for {net_path}: {mismatch}; pass the network it was trained "
             "with",
             exit_code=2,
@@ -157,7 +157,7 @@ def dataset_named(name: object, given: bool) -> Built:
             # A checkpoint records only the name; the arguments are in the scheme that trained it.
             which = f"--dataset {name}" if given else f"the checkpoint's data set, {decl.name},"
             call = f"{decl.name}({', '.join(f'{p.name}=...' for p in decl.params if p.required)})"
-            raise CommandError(
+            raise DaicError(
                 f"{which} takes its images' shape and classes from its arguments: pass it as the scheme "
                 f"wrote it, --dataset '{call}'",
                 exit_code=2,
@@ -167,13 +167,13 @@ def dataset_named(name: object, given: bool) -> Built:
         try:
             return check_expression(name, DATASET)
         except ExpressionError as exc:
-            raise CommandError(f"--dataset: {exc}", exit_code=2) from None
+            raise DaicError(f"--dataset: {exc}", exit_code=2) from None
     if not given:
-        raise CommandError(
+        raise DaicError(
             f"the checkpoint does not name its data set: pass --dataset ({', '.join(known)})", exit_code=2
         )
     hint = did_you_mean(str(name), known)
-    raise CommandError(
+    raise DaicError(
         f"--dataset {name}: no such data set"
         + (f"; {hint}" if hint else "")
         + f" (known: {', '.join(known)})",
@@ -222,7 +222,7 @@ def export_onnx(model, input_shape: tuple[int, ...], path: Path) -> float:
         import onnx  # noqa: F401  (the exporter's dependencies, checked before anything is written)
     except ImportError:
         message = "exporting needs the onnx packages: pip install 'daic[onnx]'"
-        raise CommandError(message, exit_code=2) from None
+        raise DaicError(message, exit_code=2) from None
     from daic.runtime.layers.normalization import fold_batch_norms
 
     model = fold_batch_norms(model)  # test-time BatchNorm is affine: folded into the layer before it
@@ -233,7 +233,7 @@ def export_onnx(model, input_shape: tuple[int, ...], path: Path) -> float:
         path.parent.mkdir(parents=True, exist_ok=True)
         work = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
     except OSError as exc:
-        raise CommandError(f"cannot write {path}: {exc.strerror or exc}", exit_code=2) from None
+        raise DaicError(f"cannot write {path}: {exc.strerror or exc}", exit_code=2) from None
     staged = work / path.name
     try:
         _write_checked(model, example, staged)
@@ -241,7 +241,7 @@ def export_onnx(model, input_shape: tuple[int, ...], path: Path) -> float:
         for made in sorted(work.iterdir(), key=lambda p: p == staged):  # the model last: it names the rest
             os.replace(made, path.parent / made.name)
     except OSError as exc:
-        raise CommandError(f"cannot write {path}: {exc.strerror or exc}", exit_code=2) from None
+        raise DaicError(f"cannot write {path}: {exc.strerror or exc}", exit_code=2) from None
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return difference

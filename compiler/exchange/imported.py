@@ -153,24 +153,24 @@ def write_import(source: str | Path, net: Path, force: bool = False) -> tuple[Im
     weights as the checkpoint beside it (`NAME.pt`); each written whole or not at all, and an existing
     file replaced only with `force`. Returns the import, the checkpoint's path and the largest difference
     between onnxruntime's outputs and the imported network's (-1 without onnxruntime)."""
-    from daic.compiler.commands.errors import CommandError
+    from daic.errors import DaicError
     from daic.runtime.checkpoint import save_atomic, write_atomic
 
     weights = net.with_suffix(".pt")
     if net.suffix != ".net":
-        raise CommandError(f"--out {net}: the network is written as a .net file", exit_code=2)
+        raise DaicError(f"--out {net}: the network is written as a .net file", exit_code=2)
     existing = [str(p) for p in (net, weights) if p.exists()]
     if existing and not force:
         message = f"{' and '.join(existing)} already exist: pass --force to replace them"
-        raise CommandError(message, exit_code=2)
+        raise DaicError(message, exit_code=2)
     try:
         imported = import_onnx(source)
         difference = compare_with_onnxruntime(imported, source)
     except ImportFailure as exc:
-        raise CommandError(str(exc), exit_code=2) from None
+        raise exc.as_usage() from None
     try:
         save_atomic(checkpoint_state(imported, source), weights)
         write_atomic(net, lambda handle: handle.write(imported.text.encode()))
     except OSError as exc:
-        raise CommandError(f"cannot write {net}: {exc.strerror or exc}", exit_code=2) from None
+        raise DaicError(f"cannot write {net}: {exc.strerror or exc}", exit_code=2) from None
     return imported, weights, difference

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from daic.errors import DaicError
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -27,7 +29,7 @@ SHAPE_OPS = ("Shape", "Size")
 data."""
 
 
-class ImportFailure(Exception):
+class ImportFailure(DaicError):
     """An ONNX file that daic cannot read as a network of its language; the message names the node."""
 
 

@@ -20,13 +20,15 @@ from fractions import Fraction
 from itertools import product
 from pathlib import Path
 
+from daic.errors import DaicError
+
 MAX_CASES = 10_000
 """The most cases a property's disjunctions may multiply out to."""
 _TOKEN = re.compile(r"\s*(?:(;[^\n]*)|(\()|(\))|([^\s()]+))")
 _VARIABLE = re.compile(r"^([XY])_(\d+)$")
 
 
-class PropertyError(Exception):
+class PropertyError(DaicError):
     """A VNN-LIB file daic cannot read; the message says where (line) and what."""
 
 

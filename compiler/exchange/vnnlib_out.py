@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from fractions import Fraction
 from pathlib import Path
 
-from daic.compiler.commands.errors import CommandError
+from daic.errors import DaicError
 
 WRITTEN = ("instances.csv",)
 """Files of a properties folder besides the properties, which a new export replaces."""
@@ -89,7 +89,7 @@ def write_properties(
         folder.parent.mkdir(parents=True, exist_ok=True)
         work = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
     except OSError as exc:
-        raise CommandError(f"cannot write {folder}: {exc.strerror or exc}", exit_code=2) from None
+        raise DaicError(f"cannot write {folder}: {exc.strerror or exc}", exit_code=2) from None
     try:
         names = []
         for i, (pixels, label) in enumerate(zip(images, labels, strict=True)):
@@ -108,7 +108,7 @@ def write_properties(
         for made in sorted(work.iterdir()):
             os.replace(made, folder / made.name)
     except OSError as exc:
-        raise CommandError(f"cannot write {folder}: {exc.strerror or exc}", exit_code=2) from None
+        raise DaicError(f"cannot write {folder}: {exc.strerror or exc}", exit_code=2) from None
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return [folder / name for name in names]
@@ -135,7 +135,7 @@ def check_properties_folder(folder: Path, onnx: Path | None = None) -> None:
     """Refuses a properties folder that holds files an export did not write; the network the same export
     writes into it (`onnx`, and the weights file it names beside it) is the export's own."""
     if folder.exists() and not folder.is_dir():
-        raise CommandError(f"--vnnlib {folder} is a file: pass a folder for the properties", exit_code=2)
+        raise DaicError(f"--vnnlib {folder} is a file: pass a folder for the properties", exit_code=2)
     if not folder.is_dir():
         return
     ours = set(_previous_export(folder))
@@ -144,7 +144,7 @@ def check_properties_folder(folder: Path, onnx: Path | None = None) -> None:
     others = sorted(p.name for p in folder.iterdir() if p not in ours)
     if others:
         listed = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
-        raise CommandError(
+        raise DaicError(
             f"--vnnlib {folder} holds files an export did not write ({listed}): pass an empty or new folder",
             exit_code=2,
         )

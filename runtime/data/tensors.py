@@ -9,13 +9,18 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from daic.errors import DaicError
 
-class DataError(Exception):
+
+class DataError(DaicError):
     """A data set that cannot be loaded, with a message that says what to do."""
 
 
 class NoDataFolder(DataError):
     """A data set read from files was given no folder, or one that does not exist: a command-line mistake."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, exit_code=2)
 
 
 @dataclass

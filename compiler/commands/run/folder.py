@@ -31,11 +31,11 @@ from pathlib import Path
 from typing import Any
 
 from daic.compiler.checking.sources import RUN_RECORD
-from daic.compiler.commands.errors import CommandError
 from daic.compiler.commands.run.plan import Plan
 from daic.compiler.commands.run.stops import stop_point
 from daic.dsl import ast as A
 from daic.dsl.format import format_tree
+from daic.errors import DaicError
 
 
 class State(enum.Enum):
@@ -78,12 +78,12 @@ class RunFolder:
             record = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             reason = getattr(exc, "strerror", None) or str(exc)
-            raise CommandError(
+            raise DaicError(
                 f"cannot read {path} ({reason}): this folder's run cannot continue; choose another --out",
                 exit_code=2,
             ) from None
         if not isinstance(record, dict):
-            raise CommandError(f"{path} is not a run's record: choose another --out", exit_code=2)
+            raise DaicError(f"{path} is not a run's record: choose another --out", exit_code=2)
         return record
 
     def begin(self, copies: dict[str, str], record: dict[str, Any]) -> None:
@@ -93,7 +93,7 @@ class RunFolder:
         own = self._own_files() if (self.path / RECORD).is_file() else set()
         in_the_way = [n for n in (*copies, *RUN_FILES) if n not in own and (self.path / n).exists()]
         if in_the_way:
-            raise CommandError(
+            raise DaicError(
                 f"{self.path} already has {', '.join(in_the_way)}, which a run would overwrite: "
                 "choose a new or empty folder with --out",
                 exit_code=2,
@@ -170,7 +170,7 @@ def _writing(path: Path) -> Iterator[None]:
         yield
     except OSError as exc:
         message = f"cannot write the run folder {path}: {exc.strerror or exc}"
-        raise CommandError(message, exit_code=2) from None
+        raise DaicError(message, exit_code=2) from None
 
 
 def source_copies(plan: Plan, folder: Path) -> dict[str, str]:

@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from daic.compiler.commands.errors import CommandError
 from daic.compiler.commands.run.folder import RunFolder, State
 from daic.compiler.commands.run.plan import Plan, lowered
 from daic.compiler.commands.run.report import write_report
 from daic.compiler.commands.run.start import identity, open_run, restore
 from daic.compiler.commands.run.stops import stop_point
+from daic.errors import DaicError
 
 if TYPE_CHECKING:
     from daic.runtime.training.distributed import Group
@@ -125,7 +125,7 @@ def _start(
     try:
         local_batch(scheme.batch, group.world)
     except DistributedError as exc:
-        raise CommandError(str(exc), exit_code=2) from None
+        raise DaicError(str(exc), exit_code=2) from None
     data = load_data(scheme, data_root, download, group)
     stop_point("data-loaded")
     checkpoint = group.broadcast(
@@ -148,7 +148,7 @@ def _signals(folder: RunFolder, display) -> Iterator[_Termination]:
         yield termination
     except (KeyboardInterrupt, Interrupted):
         display.interrupted(folder.path)
-        raise CommandError(_after_interrupt(folder), exit_code=130) from None
+        raise DaicError(_after_interrupt(folder), exit_code=130) from None
     finally:
         signal.signal(signal.SIGTERM, previous)
         display.finish()
@@ -203,7 +203,7 @@ class _Epochs:
                 else "nothing is saved"
             )
             reason = getattr(exc, "strerror", None) or str(exc).splitlines()[0]
-            raise CommandError(
+            raise DaicError(
                 f"cannot save epoch {row['epoch']} in {folder.path} ({reason}); {saved}", exit_code=2
             ) from None
 
@@ -219,7 +219,7 @@ def _after_interrupt(folder: RunFolder) -> str:
     """What an interrupted run's user does next, from the state it left its folder in."""
     try:
         state = folder.state()
-    except CommandError:
+    except DaicError:
         state = State.NOTHING
     if state in (State.NOTHING, State.STARTED):
         return "interrupted before an epoch finished: run the same command again"
@@ -256,26 +256,22 @@ def _main_first(group: Group, action: Callable[[], T]) -> T | None:
     if group.is_main:
         try:
             result = action()
-        except CommandError as exc:
+        except DaicError as exc:
             failure = exc
     message = group.broadcast(None if failure is None else (str(failure), failure.exit_code))
     if failure is not None:
         raise failure
     if message is not None:
-        raise CommandError(message[0], exit_code=message[1])
+        raise DaicError(message[0], exit_code=message[1])
     return result
 
 
 def load_data(scheme, data_root: str | None, download: bool, group: Group):
     """The data set, read by every process; rank 0 reads (and, with --download, fetches) it first, so
     that processes on one machine never download into the same folder at once."""
-    from daic.runtime.data.tensors import DataError, NoDataFolder
 
     def read():
-        try:
-            data = scheme.data.load(data_root, download)
-        except DataError as exc:
-            raise CommandError(str(exc), exit_code=2 if isinstance(exc, NoDataFolder) else 1) from None
+        data = scheme.data.load(data_root, download)  # a DataError says what to do, as it is
         return data.held_out(scheme.validation) if scheme.validation else data
 
     data = _main_first(group, read)

@@ -14,12 +14,12 @@ from daic.compiler.checking.network import Network, analyze_for_data
 from daic.compiler.checking.program import Module, Program, SchemeInfo
 from daic.compiler.checking.sources import language_of, read
 from daic.compiler.checking.spaces import named_spaces
-from daic.compiler.commands.errors import CommandError
 from daic.compiler.constructors import SCHEME_DECL
 from daic.compiler.lower import lower_network, lower_value
 from daic.dsl import ast as A
 from daic.dsl.format import INDENT, flat, layer_text
 from daic.dsl.parser import parse_net
+from daic.errors import DaicError
 
 if TYPE_CHECKING:  # the runtime (and torch) is imported only when a run starts
     from torch import nn
@@ -52,31 +52,31 @@ class Plan:
 
 def plan_run(scheme_path: str, scheme_name: str | None, net_override: str | None) -> Plan:
     if language_of(scheme_path) == "net":
-        raise CommandError(
+        raise DaicError(
             f"{scheme_path} is a network; `daic run` takes a .dai scheme (pass a network with --net)",
             exit_code=2,
         )
     if language_of(scheme_path) != "dai":
-        raise CommandError(f"{scheme_path} is not a .dai scheme: `daic run` takes one", exit_code=2)
+        raise DaicError(f"{scheme_path} is not a .dai scheme: `daic run` takes one", exit_code=2)
     if net_override is not None and language_of(net_override) != "net":
-        raise CommandError(f"--net takes a .net network file, not {net_override}", exit_code=2)
+        raise DaicError(f"--net takes a .net network file, not {net_override}", exit_code=2)
     report = check_source(read(scheme_path), Program(check_nets=net_override is None))
     errors = [d for d in report.diagnostics if d.is_error]
     if errors or report.module is None:
-        raise CommandError(f"{scheme_path} has errors", list(report.diagnostics))
+        raise DaicError(f"{scheme_path} has errors", list(report.diagnostics))
     module = report.module
     if not module.schemes:
-        raise CommandError(f"{scheme_path} defines no scheme")
+        raise DaicError(f"{scheme_path} defines no scheme")
     if scheme_name is None:
         if len(module.schemes) > 1:
             names = ", ".join(module.schemes)
-            raise CommandError(
+            raise DaicError(
                 f"{scheme_path} defines several schemes ({names}); choose one with --scheme", exit_code=2
             )
         scheme_name = next(iter(module.schemes))
     if scheme_name not in module.schemes:
         hint = did_you_mean(scheme_name, list(module.schemes))
-        raise CommandError(
+        raise DaicError(
             f"{scheme_path} has no scheme {scheme_name!r}"
             + (f"; {hint}" if hint else "")
             + f" (it has {', '.join(module.schemes)})",
@@ -89,7 +89,7 @@ def plan_run(scheme_path: str, scheme_name: str | None, net_override: str | None
     elif info.net_path is not None:
         net_path = info.net_path
     else:
-        raise CommandError(
+        raise DaicError(
             f'scheme {scheme_name} names no network: add `net = "file.net"` or pass --net', exit_code=2
         )
     return _with_network(scheme_path, info, module, net_path)
@@ -99,7 +99,7 @@ def _refuse_spaces(info: SchemeInfo) -> None:
     spaces = named_spaces(info.built.args)
     if spaces:
         names = ", ".join(name for name, _ in spaces)
-        raise CommandError(
+        raise DaicError(
             f"scheme {info.node.name} holds search spaces ({names}): `daic tune` runs a study that chooses "
             "their values; `daic run` trains a scheme of single values",
             exit_code=2,
@@ -114,16 +114,16 @@ def _with_network(scheme_path: str, info: SchemeInfo, module: Module, net_path: 
 def load_network(net_path: str, data: Built | None) -> tuple[A.NetFile, Network]:
     """The `.net` file at `net_path`, parsed and checked against the data set `data` (as a scheme or
     --dataset builds it: ImageFolder's arguments give its shape; None: the file's own annotations); a
-    CommandError with its diagnostics when it does not fit."""
+    DaicError with its diagnostics when it does not fit."""
     source = read(net_path)
     if source.problem is not None:
-        raise CommandError(f"{net_path} cannot be read", [source.problem])
+        raise DaicError(f"{net_path} cannot be read", [source.problem])
     parsed = parse_net(source.text)
     network = analyze_for_data(parsed.tree, None if data is None else data.decl.dataset.for_args(data.args))
     problems = [replace(d, path=net_path) for d in (*parsed.diagnostics, *network.diagnostics)]
     if any(d.is_error for d in problems):
         what = "has errors" if data is None else f"does not fit {data.decl.name}"
-        raise CommandError(f"{net_path} {what}", problems)
+        raise DaicError(f"{net_path} {what}", problems)
     return parsed.tree, network
 
 
@@ -153,14 +153,14 @@ def _start_from(model: nn.Module, plan: Plan, weights: str) -> None:
     path = Path(plan.scheme_path).parent / weights
     where = f"scheme {plan.scheme.node.name}: `weights`"
     if not path.is_file():
-        raise CommandError(
+        raise DaicError(
             f"{where}: no checkpoint {path} (paths are relative to the scheme's file)", exit_code=2
         )
     state = read_checkpoint(path, f"correct {where}")
     saved = state.get("model", state)
     mismatch = weights_mismatch(model, saved)
     if mismatch is not None:
-        raise CommandError(
+        raise DaicError(
             f"scheme {plan.scheme.node.name}: `weights` {weights} does not fit {plan.net_path}: {mismatch}",
             exit_code=2,
         )

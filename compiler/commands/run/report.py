@@ -6,8 +6,8 @@ import io
 import json
 from collections.abc import Sequence
 
-from daic.compiler.commands.errors import CommandError
 from daic.compiler.commands.run.folder import RunFolder
+from daic.errors import DaicError
 
 
 def write_report(folder: RunFolder, history: list[dict], columns: Sequence[str]) -> dict:
@@ -25,7 +25,7 @@ def write_report(folder: RunFolder, history: list[dict], columns: Sequence[str])
         if history:
             folder.write("metrics.png", plot_metrics(history, columns))
     except OSError as exc:
-        raise CommandError(
+        raise DaicError(
             f"cannot write the report in {folder.path} ({exc.strerror or exc}); every epoch is saved: free "
             f"some space and run the same command with --resume --out {folder.path} to write it",
             exit_code=2,

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from daic.compiler.commands.errors import CommandError
 from daic.compiler.commands.run.folder import RunFolder
 from daic.compiler.commands.run.loop import load_data
 from daic.compiler.commands.run.plan import Plan, lowered
 from daic.compiler.commands.run.start import restore
+from daic.errors import DaicError
 
 
 def retest(plan: Plan, out: Path, data_root: str | None, device: str) -> dict[str, float]:
@@ -23,7 +23,7 @@ def retest(plan: Plan, out: Path, data_root: str | None, device: str) -> dict[st
 
     folder = RunFolder(out)
     if not folder.checkpoint.is_file():
-        raise CommandError(f"{out} holds no checkpoint to test", exit_code=2)
+        raise DaicError(f"{out} holds no checkpoint to test", exit_code=2)
     scheme, model = lowered(plan)
     scheme.validation = 0.0
     group = Group(device=torch.device(device))

@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from daic.compiler.commands.about import git_commit
-from daic.compiler.commands.errors import CommandError
 from daic.compiler.commands.run.folder import RunFolder, State, source_copies
 from daic.compiler.commands.run.plan import Plan, changes, definition
 from daic.compiler.commands.run.stops import stop_point
+from daic.errors import DaicError
 
 if TYPE_CHECKING:
     from daic.runtime.training.scheme import Scheme
@@ -37,7 +37,7 @@ def open_run(folder: RunFolder, plan: Plan, scheme: Scheme, resume: bool, sessio
         what = "a run: pass --resume to continue it"
         if state is State.FINISHED:
             what = "a finished run: pass --resume with more --epochs to extend it"
-        raise CommandError(f"{folder.path} already holds {what}, or choose another --out", exit_code=2)
+        raise DaicError(f"{folder.path} already holds {what}, or choose another --out", exit_code=2)
     record = folder.record()
     _refuse_other_sources(folder, record, plan, scheme)
     folder.remove_temporaries(record.get("files", []))
@@ -60,7 +60,7 @@ def _refuse_other_sources(folder: RunFolder, record: dict, plan: Plan, scheme: S
         found.append(f"epochs: was {before}, now {scheme.epochs} (a run may be extended, not shortened)")
     if found:
         listed = "".join(f"\n  {item}" for item in found)
-        raise CommandError(
+        raise DaicError(
             f"{folder.path} holds a run of other sources; --resume would train something else:{listed}\n"
             f"resume with the sources it started from (copied in {folder.path}), or start a new run with "
             "another --out",
@@ -83,7 +83,7 @@ def _resumable(folder: RunFolder, plan: Plan, scheme: Scheme) -> dict[str, Any]:
         if k in state and state[k] != v
     ]
     if differ or "model" not in state or not isinstance(state.get("epoch"), int):
-        raise CommandError(
+        raise DaicError(
             f"{path} is from another run ({'; '.join(differ) or 'no network weights'}): resume with the "
             "scheme that started it, or start a new run with another --out",
             exit_code=2,
@@ -97,11 +97,11 @@ def restore(trainer, state: dict[str, Any], folder: RunFolder, plan: Plan) -> No
 
     mismatch = weights_mismatch(trainer.model, state["model"])
     if mismatch is not None:
-        raise CommandError(f"{folder.checkpoint} does not fit {plan.net_path}: {mismatch}", exit_code=2)
+        raise DaicError(f"{folder.checkpoint} does not fit {plan.net_path}: {mismatch}", exit_code=2)
     try:
         trainer.load_state_dict(state)
     except (RuntimeError, KeyError, ValueError) as exc:
-        raise CommandError(
+        raise DaicError(
             f"{folder.checkpoint} does not fit this scheme's optimizer: {str(exc).splitlines()[0]}",
             exit_code=2,
         ) from None

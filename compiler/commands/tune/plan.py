@@ -12,7 +12,7 @@ from daic.compiler.checking.elaborate import did_you_mean
 from daic.compiler.checking.program import Program, SchemeInfo, StudyInfo
 from daic.compiler.checking.sources import language_of, read
 from daic.compiler.checking.spaces import Space, named_spaces, spaces_in
-from daic.compiler.commands.errors import CommandError
+from daic.errors import DaicError
 
 DATABASE = "study.db"
 
@@ -53,23 +53,23 @@ def plan_study(path: str, name: str | None, out: str | None, storage: str | None
     """The study `name` of the file (the only one, when `name` is None), checked."""
     if language_of(path) != "dai":
         message = f"{path} is not a .dai file: `daic tune` takes one that declares a study"
-        raise CommandError(message, exit_code=2)
+        raise DaicError(message, exit_code=2)
     report = check_source(read(path), Program())
     if any(d.is_error for d in report.diagnostics) or report.module is None:
-        raise CommandError(f"{path} has errors", list(report.diagnostics))
+        raise DaicError(f"{path} has errors", list(report.diagnostics))
     studies = report.module.studies
     if not studies:
-        raise CommandError(
+        raise DaicError(
             f"{path} declares no study: add `study Name tunes Scheme {{ objectives = [...] }}`", exit_code=2
         )
     if name is None and len(studies) > 1:
-        raise CommandError(
+        raise DaicError(
             f"{path} declares several studies ({', '.join(studies)}): choose one with --study", exit_code=2
         )
     name = name or next(iter(studies))
     if name not in studies:
         hint = did_you_mean(name, list(studies))
-        raise CommandError(f"{path} has no study {name!r}" + (f"; {hint}" if hint else ""), exit_code=2)
+        raise DaicError(f"{path} has no study {name!r}" + (f"; {hint}" if hint else ""), exit_code=2)
     info = studies[name]
     folder = Path(out or Path("runs") / name)
     url = storage or f"sqlite:///{os.path.abspath(folder / DATABASE)}"

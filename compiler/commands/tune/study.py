@@ -17,12 +17,12 @@ import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from daic.compiler.commands.errors import CommandError
 from daic.compiler.commands.tune.optuna_parts import GridError
 from daic.compiler.commands.tune.plan import StudyPlan
 from daic.compiler.commands.tune.trial import TrialSettings, option_labels, run_trial
 from daic.compiler.lower import load_target
 from daic.compiler.types import INT
+from daic.errors import DaicError
 
 HEARTBEAT = 20  # seconds between a running trial's heartbeats
 GRACE = 120  # seconds without one before another host's trial counts as cut short
@@ -74,7 +74,7 @@ def _storage(url: str, attempts: int = 5):
             failure = exc
             time.sleep(0.5 * (attempt + 1))
     message = f"cannot open the storage {url}: {str(failure).splitlines()[0]}"
-    raise CommandError(message, exit_code=2) from None
+    raise DaicError(message, exit_code=2) from None
 
 
 def _sampler(plan: StudyPlan):
@@ -82,7 +82,7 @@ def _sampler(plan: StudyPlan):
     try:
         return load_target(value.decl.target)(_grid(plan), **value.args)
     except GridError as exc:
-        raise CommandError(f"study {plan.name}: {exc}", exit_code=2) from None
+        raise DaicError(f"study {plan.name}: {exc}", exit_code=2) from None
 
 
 def _pruner(value):
@@ -121,7 +121,7 @@ def _same_sources(plan: StudyPlan, study) -> None:
         listed = "".join(
             f"\n  {k}: was {recorded.get(k, 'unset')}, now {definition.get(k, 'unset')}" for k in differ
         )
-        raise CommandError(
+        raise DaicError(
             f"the storage holds study {plan.name} of other sources; going on would mix trials of two "
             f"studies:{listed}\nrun it with the sources it started from, or give another --out or --storage",
             exit_code=2,
@@ -177,7 +177,7 @@ def work(plan: StudyPlan, settings: TrialSettings, on_trial: Callable[[object, o
         def objective(trial) -> list[float]:
             try:
                 return run_trial(plan, trial, settings)
-            except CommandError as exc:
+            except DaicError as exc:
                 if exc.exit_code == INTERRUPTED:
                     interrupted()
                 raise

@@ -20,10 +20,10 @@ from click.testing import CliRunner
 from daic.compiler.checking.network import analyze_net
 from daic.compiler.checking.program import Program
 from daic.compiler.commands.cli import main
-from daic.compiler.commands.errors import CommandError
 from daic.compiler.commands.run import execute, plan_run
 from daic.compiler.lower import lower_network, lower_value
 from daic.dsl.parser import parse_net
+from daic.errors import DaicError
 from daic.runtime import ibp_init_
 from daic.runtime.data.tensors import TensorData
 from daic.runtime.training.trainer import Trainer
@@ -143,7 +143,7 @@ def test_a_checkpoint_midway_up_the_ramp_certifies_at_the_runs_epsilon(tmp_path)
     scheme = tmp_path / "ramp.dai"
     scheme.write_text((DIGITS_SCHEME % net).replace("epsilon = 0.05", "epsilon = Lin(0, 0.05, 4, 0)"))
     folder = tmp_path / "run"
-    with pytest.raises(CommandError):
+    with pytest.raises(DaicError):
         run_plan(scheme, folder, Quiet(stop_in_epoch=2))
     state = torch.load(folder / "checkpoint.pt", weights_only=True)
     row = json.loads((folder / "metrics.jsonl").read_text().splitlines()[-1])
@@ -171,12 +171,13 @@ def test_interrupted_run_resumes_to_the_same_numbers(tiny_scheme, tmp_path):
     whole = tmp_path / "whole"
     summary = run_plan(tiny_scheme, whole, Quiet())
     cut = tmp_path / "cut"
-    with pytest.raises(CommandError, match="resume with --resume") as info:
+    with pytest.raises(DaicError, match="resume with resume=True") as info:
         run_plan(tiny_scheme, cut, Quiet(stop_in_epoch=2))
+    assert "resume with --resume --out" in info.value.command_message
     assert info.value.exit_code == 130
     assert len((cut / "metrics.jsonl").read_text().splitlines()) == 2  # the third epoch was lost, no more
     assert torch.load(cut / "checkpoint.pt", weights_only=True)["epoch"] == 2
-    with pytest.raises(CommandError, match="already holds a run"):
+    with pytest.raises(DaicError, match="already holds a run"):
         run_plan(tiny_scheme, cut, Quiet())
     resumed = run_plan(tiny_scheme, cut, Quiet(), resume=True)
     assert resumed["Acc"] == summary["Acc"] and resumed["Ver Box"] == summary["Ver Box"]

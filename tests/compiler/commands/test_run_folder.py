@@ -10,8 +10,8 @@ import torch
 from click.testing import CliRunner
 
 from daic.compiler.commands.cli import main
-from daic.compiler.commands.errors import CommandError
 from daic.compiler.commands.run import execute, plan_run
+from daic.errors import DaicError
 from tests.compiler.commands.test_run import DIGITS_SCHEME, STDLIB, Quiet
 from tests.runtime.test_checkpoint import fill_disk_after
 
@@ -36,7 +36,7 @@ def test_files_that_are_not_the_runs_are_never_overwritten(scheme, tmp_path):
     out.mkdir()
     (out / "tiny.dai").write_text("# my own experiment\n")
     (out / "notes.txt").write_text("kept\n")
-    with pytest.raises(CommandError, match=r"already has tiny\.dai, which a run would overwrite") as info:
+    with pytest.raises(DaicError, match=r"already has tiny\.dai, which a run would overwrite") as info:
         run(scheme, out)
     assert info.value.exit_code == 2
     assert (out / "tiny.dai").read_text() == "# my own experiment\n"
@@ -52,7 +52,7 @@ def test_files_that_are_not_the_runs_are_never_overwritten(scheme, tmp_path):
 def test_a_run_cut_in_its_first_epoch_starts_again(scheme, tmp_path, resume):
     out = tmp_path / "run"
     with pytest.raises(
-        CommandError, match="interrupted before an epoch finished: run the same command again"
+        DaicError, match="interrupted before an epoch finished: run the same command again"
     ) as info:
         run(scheme, out, display=Quiet(stop_in_epoch=0))
     assert info.value.exit_code == 130
@@ -97,7 +97,7 @@ def test_resume_refuses_damaged_and_foreign_checkpoints(scheme, tmp_path):
         (out / "checkpoint.pt").write_bytes(good)
         damage(out / "checkpoint.pt")
         with pytest.raises(
-            CommandError, match=r"checkpoint\.pt is damaged \(.+\); the run cannot resume"
+            DaicError, match=r"checkpoint\.pt is damaged \(.+\); the run cannot resume"
         ) as info:
             run(scheme, out, epochs=2, resume=True)
         assert info.value.exit_code == 2
@@ -108,7 +108,7 @@ def test_resume_refuses_damaged_and_foreign_checkpoints(scheme, tmp_path):
     run(other, tmp_path / "other")
     (out / "checkpoint.pt").write_bytes((tmp_path / "other" / "checkpoint.pt").read_bytes())
     another = r"is from another run \(scheme 'Other' there, 'Tiny' here\)"
-    with pytest.raises(CommandError, match=another) as info:
+    with pytest.raises(DaicError, match=another) as info:
         run(scheme, out, epochs=2, resume=True)
     assert info.value.exit_code == 2
     # Nothing was lost on the way: the run still resumes.
@@ -127,10 +127,10 @@ def test_resume_refuses_sources_whose_meaning_changed(scheme, tmp_path):
     edited.write_text(
         (DIGITS_SCHEME % NET).replace("epsilon = 0.05", "epsilon = 0.1").replace("lr=0.003", "lr=0.01")
     )
-    with pytest.raises(CommandError) as info:
+    with pytest.raises(DaicError) as info:
         run(edited, out, epochs=2, resume=True)
     assert info.value.exit_code == 2
-    assert str(info.value).splitlines() == [
+    assert info.value.command_message.splitlines() == [
         f"{out} holds a run of other sources; --resume would train something else:",
         "  epsilon: was 0.05, now 0.1",
         "  optimizer: was Adam(lr=0.003, weight_decay=0.0), now Adam(lr=0.01, weight_decay=0.0)",
@@ -138,9 +138,9 @@ def test_resume_refuses_sources_whose_meaning_changed(scheme, tmp_path):
     ]
     narrower = tmp_path / "narrower.net"
     narrower.write_text(NET.read_text().replace("Linear out=100\nReLU\nCorr", "Linear out=50\nReLU\nCorr"))
-    with pytest.raises(CommandError, match=r"network, layer 4: was `Linear out=100`, now `Linear out=50`"):
+    with pytest.raises(DaicError, match=r"network, layer 4: was `Linear out=100`, now `Linear out=50`"):
         run(scheme, out, epochs=2, resume=True, net=str(narrower))
-    with pytest.raises(CommandError, match=r"epochs: was 1, now 0 \(a run may be extended, not shortened\)"):
+    with pytest.raises(DaicError, match=r"epochs: was 1, now 0 \(a run may be extended, not shortened\)"):
         run(scheme, out, epochs=0, resume=True)
     assert (out / "run.json").read_text() == record
     assert (out / "checkpoint.pt").read_bytes() == checkpoint
@@ -184,12 +184,12 @@ def test_a_run_removes_its_stale_temporary_files(scheme, tmp_path):
     assert not (fresh / ".checkpoint.pt.q.tmp").exists()
 
 
-def resume_on_a_full_disk(scheme, out, monkeypatch, only: str, room: int) -> CommandError:
+def resume_on_a_full_disk(scheme, out, monkeypatch, only: str, room: int) -> DaicError:
     """The error of resuming the run in `out` to 2 epochs, where files whose names start with `only` find
     the disk full after `room` bytes."""
     with monkeypatch.context() as patch:
         fill_disk_after(patch, room=room, only=only)
-        with pytest.raises(CommandError) as info:
+        with pytest.raises(DaicError) as info:
             run(scheme, out, epochs=2, resume=True)
     assert info.value.exit_code == 2
     return info.value
@@ -199,7 +199,7 @@ def test_a_full_disk_loses_nothing(scheme, tmp_path, monkeypatch):
     out = tmp_path / "run"
     run(scheme, out)
     saved, plot = (out / "checkpoint.pt").read_bytes(), (out / "metrics.png").read_bytes()
-    assert str(resume_on_a_full_disk(scheme, out, monkeypatch, ".checkpoint.pt.", room=5000)) == (
+    assert resume_on_a_full_disk(scheme, out, monkeypatch, ".checkpoint.pt.", room=5000).command_message == (
         f"cannot save epoch 2 in {out} (No space left on device); epoch 1 is saved: "
         f"resume with --resume --out {out}"
     )
@@ -208,7 +208,7 @@ def test_a_full_disk_loses_nothing(scheme, tmp_path, monkeypatch):
 
     # The disk fills after the last epoch, while the report is written: the epochs are saved, the plot is
     # the last one written whole, and --resume writes the report.
-    assert str(resume_on_a_full_disk(scheme, out, monkeypatch, ".metrics.png.", room=1000)) == (
+    assert resume_on_a_full_disk(scheme, out, monkeypatch, ".metrics.png.", room=1000).command_message == (
         f"cannot write the report in {out} (No space left on device); every epoch is saved: free some "
         f"space and run the same command with --resume --out {out} to write it"
     )

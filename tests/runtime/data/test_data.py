@@ -94,11 +94,12 @@ def test_files_of_other_data_are_refused_before_training(tmp_path, files, messag
 def test_an_empty_folder_says_which_files_belong_there_in_daics_words(tmp_path):
     with pytest.raises(DataError) as caught:
         loader("MNIST").load(str(tmp_path))
-    message = str(caught.value)
+    message = caught.value.command_message  # as the command line prints it; str() is in Python's terms
     assert message.startswith(
         f"MNIST: no usable data under {tmp_path} (its files are not there); expected MNIST/"
     )
     assert "download=True" not in message and message.endswith("pass --download where a network is available")
+    assert str(caught.value).endswith("pass download=True where a network is available")
 
 
 def test_garbage_and_cut_files_say_what_to_do(tmp_path):
@@ -203,9 +204,9 @@ def test_svhn_format(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("name", ["MNIST", "CIFAR10", "SVHN", "TinyImageNet"])
 def test_missing_files_say_what_to_do(tmp_path, name):
-    with pytest.raises(DataError, match="put the files there or pass --download"):
+    with pytest.raises(DataError, match="put the files there or pass download=True"):
         loader(name).load(str(tmp_path))
-    with pytest.raises(DataError, match="pass --data DIR"):
+    with pytest.raises(DataError, match="pass data=DIR"):
         loader(name).load(None)
 
 
@@ -354,7 +355,7 @@ def test_tiny_imagenet_grey_images_become_colour_and_subset_decodes_a_few(tmp_pa
         (
             lambda base: shutil.rmtree(base / "val"),
             r"TinyImageNet: no usable data under .*tiny-imagenet-200 \(no val/ folder\); expected .*; "
-            r"put the files there or pass --download",
+            r"put the files there or pass download=True",
         ),
         (
             lambda base: [p.unlink() for p in (base / "train" / "n03").iterdir()],
