@@ -20,7 +20,7 @@ from daic.compiler.checking.check import parse_source
 from daic.compiler.checking.elaborate import did_you_mean
 from daic.compiler.checking.sources import UsageError, language_of, read
 from daic.compiler.commands import render
-from daic.compiler.commands.threads import choose_default, share_out, use_threads
+from daic.compiler.commands.threads import share_out, use_threads
 from daic.dsl import diagnostics as D
 from daic.errors import DaicError
 
@@ -67,7 +67,6 @@ class _Commands(click.Group):
 )
 def main() -> None:
     """daic: certified training of neural networks from .net and .dai sources."""
-    choose_default()
 
 
 STDIN_FILENAME = click.option(
@@ -266,9 +265,9 @@ def run(
     threads: int | None,
 ) -> None:
     """Train, attack and certify a network with a training scheme."""
+    use_threads(threads)  # before PyTorch starts
     from daic.compiler.commands.run import summary_text
 
-    use_threads(threads)
     if nproc_per_node and nproc_per_node > 1:
         checked = partial(_check_run, scheme_file, scheme_name, net, nproc_per_node)
         _launch_workers(ctx, nproc_per_node, "run", checked, device)
@@ -494,6 +493,7 @@ def tune(
     """Run a study: trials of a scheme whose search spaces take the values a sampler chooses, until the study
     has its results; then the best trial (or Pareto front), tested on the test set, and best.dai. Run the
     same command again to continue a study that was stopped, or on other machines with one --storage."""
+    use_threads(threads)  # before PyTorch starts
     from daic.compiler.commands.run.display import RunDisplay
     from daic.compiler.commands.tune import (
         TrialSettings,
@@ -504,7 +504,6 @@ def tune(
         work,
     )
 
-    use_threads(threads)
     device = _device(device)
     try:
         plan = plan_study(study_file, study_name, out, storage)
@@ -628,10 +627,10 @@ def _start_dashboard(storage: str) -> None:
 @click.pass_context
 def verify(ctx: click.Context, **options) -> None:
     """Certify a trained network's test set image by image and keep a record of each."""
+    use_threads(options["threads"])  # before PyTorch starts
     from daic.compiler.commands.verify import Settings, VerifyDisplay, default_record, print_result
     from daic.compiler.commands.verify import verify as certify_test_set
 
-    use_threads(options["threads"])
     _check_verify_options(ctx, options)
     nproc = options["nproc_per_node"]
     if nproc and nproc > 1:

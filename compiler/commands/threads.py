@@ -4,14 +4,16 @@ PyTorch's CPU operations run on an OpenMP team of one thread per core by default
 while they wait for each other. Where other processes hold some of the cores, a spinning thread burns the
 time slice the thread it waits for needs: with two busy processes beside it on two cores, a digits run
 took 77 s against 26 s with one thread (bench/README.md, "On a busy machine"). So, unless the user chose
-(`--threads`, or OMP_NUM_THREADS), a command takes one thread per core left free by the load of the last
-minute, and its threads wait passively (they sleep instead of spinning), which costs a quiet machine
-little and a busy one much less than spinning."""
+(`--threads`, or OMP_NUM_THREADS), a command that runs a network takes one thread per core that the other
+processes left idle over the last tenth of a second (read from /proc/stat: a load average lags by a minute,
+and would count the command that just ended), and its threads wait passively (they sleep instead of
+spinning), which costs a quiet machine little and a busy one much less than spinning."""
 
 from __future__ import annotations
 
 import os
 import sys
+import time
 
 CHOSEN = "OMP_NUM_THREADS"  # the user's choice, when set (PyTorch and torchrun's workers read it)
 WAITING = "OMP_WAIT_POLICY"
@@ -25,15 +27,39 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
-def free_cores(load: float | None = None) -> int:
-    """The cores the last minute's load leaves free (at least one): on 2 cores, a load of 1.0 leaves 1."""
-    if load is None:
-        try:
-            load = os.getloadavg()[0]
-        except (AttributeError, OSError):  # no load average here: take every core
-            load = 0.0
+def free_cores(busy: float | None = None) -> int:
+    """The cores (at least one) that `busy` cores of other work leave (measured when not given): on 2
+    cores, one busy process leaves 1."""
+    if busy is None:
+        busy = busy_cores()
     total = cores()
-    return max(1, min(total, round(total - load)))
+    return max(1, min(total, round(total - busy)))
+
+
+WINDOW = 0.1  # seconds over which the other processes' use of the cores is measured
+
+
+def busy_cores(window: float = WINDOW) -> float:
+    """How many cores' worth of time the machine spent busy over the next `window` seconds, while this
+    process slept (Linux's /proc/stat; elsewhere the load average of the last minute)."""
+    try:
+        first = _cpu_times()
+        time.sleep(window)
+        second = _cpu_times()
+    except (OSError, ValueError, IndexError):
+        try:
+            return os.getloadavg()[0]
+        except (AttributeError, OSError):  # no load average either: take every core
+            return 0.0
+    total, idle = second[0] - first[0], second[1] - first[1]
+    return 0.0 if total <= 0 else (1 - idle / total) * (os.cpu_count() or 1)
+
+
+def _cpu_times() -> tuple[int, int]:
+    """All CPUs' time so far, and the idle part of it (idle and waiting for input), in clock ticks."""
+    with open("/proc/stat", encoding="ascii") as stat:
+        ticks = [int(v) for v in stat.readline().split()[1:9]]  # user .. steal; guest time is in user's
+    return sum(ticks), ticks[3] + ticks[4]
 
 
 def choose_default() -> None:
@@ -49,9 +75,10 @@ def choose_default() -> None:
 
 def use_threads(threads: int | None) -> None:
     """`--threads`: this process's count, and that of the processes it starts (torchrun's workers read
-    OMP_NUM_THREADS); None leaves the default (`choose_default`)."""
+    OMP_NUM_THREADS); None: the default (`choose_default`)."""
     global _chosen_here
     if threads is None:
+        choose_default()
         return
     import torch
 

@@ -4,19 +4,33 @@ among the workers of --nproc-per-node only when it was daic's."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
 from daic.compiler.commands import threads
 
 
-@pytest.mark.parametrize(("load", "free"), [(0.0, 4), (0.4, 4), (1.0, 3), (2.6, 1), (3.9, 1), (9.0, 1)])
-def test_the_free_cores_are_those_the_load_leaves(monkeypatch, load, free):
+@pytest.mark.parametrize(("busy", "free"), [(0.0, 4), (0.4, 4), (1.0, 3), (2.6, 1), (3.9, 1), (9.0, 1)])
+def test_the_free_cores_are_those_other_work_leaves(monkeypatch, busy, free):
     monkeypatch.setattr(threads, "cores", lambda: 4)
-    assert threads.free_cores(load) == free
+    assert threads.free_cores(busy) == free
+
+
+def test_a_busy_process_is_counted():
+    """A process that spins for the window is about one busy core (as long as a core is free for it)."""
+    quiet = threads.busy_cores(0.3)
+    spinning = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.3)  # its start is past
+        busy = threads.busy_cores(0.3)
+    finally:
+        spinning.kill()
+    assert 0.0 <= quiet <= threads.cores() and busy >= 0.7
 
 
 def _chosen_in_a_fresh_process(**env: str) -> list[str]:
@@ -55,7 +69,7 @@ def test_a_process_that_already_runs_torch_keeps_its_threads(monkeypatch):
 
 
 def test_workers_share_the_free_cores_unless_the_user_chose(monkeypatch):
-    monkeypatch.setattr(threads, "free_cores", lambda load=None: 4)
+    monkeypatch.setattr(threads, "free_cores", lambda busy=None: 4)
     monkeypatch.setattr(threads, "_chosen_here", True)
     monkeypatch.setenv("OMP_NUM_THREADS", "4")
     threads.share_out(3)
@@ -64,3 +78,33 @@ def test_workers_share_the_free_cores_unless_the_user_chose(monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "8")  # the user's: each worker takes it
     threads.share_out(2)
     assert os.environ["OMP_NUM_THREADS"] == "8"
+
+
+def test_daic_run_starts_pytorch_with_the_threads_the_busy_machine_leaves(tmp_path):
+    """Beside a process that keeps a core busy, `daic run` takes at most the other cores: chosen before
+    PyTorch started (after, PyTorch would have taken one thread per core)."""
+    from tests.compiler.commands.test_run import DIGITS_SCHEME, STDLIB
+
+    scheme = tmp_path / "tiny.dai"
+    scheme.write_text(DIGITS_SCHEME % (STDLIB / "nets" / "digits_ffnn.net"))
+    base = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "OMP_WAIT_POLICY")}
+    spinning = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.3)
+        command = [
+            sys.executable,
+            "-m",
+            "daic",
+            "run",
+            str(scheme),
+            "--out",
+            str(tmp_path / "r"),
+            "--epochs",
+            "1",
+        ]
+        done = subprocess.run(command, env=base, capture_output=True, text=True, timeout=300)
+    finally:
+        spinning.kill()
+    assert done.returncode == 0, done.stderr
+    record = json.loads((tmp_path / "r" / "run.json").read_text())
+    assert 1 <= record["threads"] <= max(1, threads.cores() - 1)
