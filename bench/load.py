@@ -4,16 +4,17 @@ threads (`compiler/commands/threads.py`: a thread per core the last minute's loa
 passively) and with the default before it (a thread per core, OpenMP's own waiting: OMP_NUM_THREADS set
 to the core count), timed as the wall-clock seconds of the command.
 
-    python bench/load.py [--hogs 0,1,2] [--workloads quickstart,project,vnnlib] [--settle 60]
+    python bench/load.py [--hogs 0,1,2] [--workloads quickstart,project,vnnlib] [--settle 5] [--reps 1]
 
-The busy loops start `--settle` seconds before each group of timings, so that the load average daic reads
-has seen them, as it would on a machine that was busy before the command.
+The busy loops start `--settle` seconds before each group of timings (a machine that was busy before the
+command); with `--reps N` each figure is the median of N runs, the two settings taking turns.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -69,7 +70,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--hogs", default="0,1,2")
     parser.add_argument("--workloads", default="quickstart,project,vnnlib")
-    parser.add_argument("--settle", type=float, default=60.0)
+    parser.add_argument("--settle", type=float, default=5.0)
+    parser.add_argument("--reps", type=int, default=1)
     args = parser.parse_args()
     base = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "OMP_WAIT_POLICY")}
     with tempfile.TemporaryDirectory(prefix="daic-load-") as name:
@@ -82,9 +84,11 @@ def main() -> None:
             try:
                 time.sleep(args.settle if hogs else 0)
                 for workload in chosen:
-                    seconds = [
-                        timed(commands[workload], {**base, **env}, folder) for env in SETTINGS.values()
+                    runs = [
+                        [timed(commands[workload], {**base, **env}, folder) for env in SETTINGS.values()]
+                        for _ in range(args.reps)
                     ]
+                    seconds = [statistics.median(column) for column in zip(*runs, strict=True)]
                     print(f"{hogs:<16}{workload:<12}" + "".join(f"{s:>19.1f}s" for s in seconds), flush=True)
             finally:
                 for process in running:

@@ -22,6 +22,7 @@ import suite  # noqa: E402
 import workloads  # noqa: E402
 
 
+@pytest.mark.slow  # 35-42 s: the default suite keeps the section's tests of parts below
 def test_main_table_has_every_method_with_figures():
     command = [sys.executable, str(BENCH / "suite.py"), "--device", "cpu", "--threads", "1"]
     command += ["--nets", "convsmall", "--reps", "1", "--sections", "main", "--no-lirpa"]
@@ -201,6 +202,7 @@ def test_paper_runs_train_the_stdlib_scheme_at_its_final_schedule(name, net_file
     assert sum(p.numel() for p in model.parameters()) == sum(p.numel() for p in expected.parameters())
 
 
+@pytest.mark.slow  # 17 s
 def test_paper_section_prints_epoch_and_certification_tables():
     command = [sys.executable, str(BENCH / "suite.py"), "--device", "cpu", "--threads", "1", "--no-lirpa"]
     command += ["--sections", "paper", "--paper-runs", "resnettiny_baseline", "--paper-images", "4"]
