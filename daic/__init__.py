@@ -17,6 +17,7 @@ API = (
     "import_onnx",
     "write_import",
     "certify",
+    "verify",
     "verify_vnnlib",
     "export_onnx",
 )

@@ -8,17 +8,20 @@ VNN-LIB properties, export. The command line is a client of these functions (`da
     summary = daic.train(plan, "runs/q", epochs=2)
     model = daic.load_network("examples/digits_conv.net", "runs/q/checkpoint.pt")
     outcomes = daic.certify(model, x, y, epsilon=0.1, domains=["Box", "CROWN"])
+    summary = daic.verify("examples/digits_conv.net", "runs/q/checkpoint.pt", limit=100)
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from daic.errors import DaicError
 
 if TYPE_CHECKING:
+    from collections import Counter
+
     from torch import Tensor, nn
 
     from daic.compiler.checking.check import FileReport
@@ -235,6 +238,46 @@ def _cascade(domains: Sequence[str], attack: bool) -> list:
     from daic.compiler.commands.verify import cascade_of
 
     return cascade_of(domains, attack)
+
+
+def verify(
+    net: str | Path,
+    weights: str | Path,
+    *,
+    eps: float | str | Sequence[float | str] | None = None,
+    domains: Sequence[str] = ("Box", "HBox", "CROWN"),
+    attack: bool = True,
+    dataset: str | None = None,
+    data: str | Path | None = None,
+    download: bool = False,
+    limit: int | None = None,
+    out: str | Path | None = None,
+    resume: bool = False,
+    device: str = "cpu",
+    display: Callable[[Counter, int, float], None] | None = None,
+    group: Group | None = None,
+) -> dict[str, Any] | list[dict[str, Any]]:
+    """Certifies a trained network's test set image by image, as `daic verify` does: the checkpoint's data
+    set (or `dataset`; `data` its folder), at the run's radius or `eps` (several, or "START:STOP:COUNT":
+    a curve), by the cascade `domains` after PGD unless `attack` is False, each image's outcome a line of
+    the record `out` (default: beside the checkpoint, NAME.verify.jsonl; `resume` continues one). Returns
+    the summary of the record (images, verified, falsified, unknown, ...), or one per radius for a curve.
+    `display(counts, done, seconds)` sees the progress; `group` makes this one process of several."""
+    import torch
+
+    from daic.compiler.commands.verify import Settings, default_record
+    from daic.compiler.commands.verify import verify as certify_test_set
+    from daic.runtime.training.distributed import Group
+
+    if limit is not None and not (isinstance(limit, int) and limit >= 1):
+        raise DaicError(f"limit={limit!r}: certify at least 1 image (None: every test image)", exit_code=2)
+    radii = [] if eps is None else [eps] if isinstance(eps, (int, float, str)) else list(eps)
+    record = Path(out) if out is not None else default_record(str(weights))
+    root = None if data is None else str(data)
+    settings = Settings(str(net), str(weights), [str(e) for e in radii], list(domains), attack, dataset, root,
+                        download, limit, record, resume)  # fmt: skip
+    group = group if group is not None else Group(device=torch.device(device))
+    return certify_test_set(settings, group, display or (lambda counts, done, seconds: None))
 
 
 def verify_vnnlib(

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 PYTHON_TERMS = {
     "--resume": "resume=True", "--force": "force=True", "--download": "download=True", "--epochs": "epochs",
     "--out": "out", "--dataset": "dataset", "--domain": "domains", "--data": "data", "--timeout": "timeout",
-    "--weights": "weights", "--seed": "seed", "--device": "device",
+    "--weights": "weights", "--seed": "seed", "--device": "device", "--eps": "eps", "--limit": "limit",
 }  # fmt: skip
 """The command line's options as a Python caller passes them to `daic.api`: a message names the option it
 means, and a Python caller reads the keyword instead."""

@@ -4,6 +4,7 @@ message."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -125,6 +126,43 @@ def test_a_vnnlib_property_is_answered_as_the_command_answers_it(tmp_path):
     assert daic.verify_vnnlib(network, prop(tmp_path / "p1.vnnlib", "1.5"))["result"] == "unsat"
     answer = daic.verify_vnnlib(network, prop(tmp_path / "p2.vnnlib", "0.5"), domains=["Box"])
     assert answer["result"] == "sat" and answer["witness"]["Y"][1] - answer["witness"]["Y"][0] >= 0.5
+
+
+def test_a_test_set_is_verified_as_the_command_verifies_it(tmp_path):
+    """daic.verify and `daic verify` on the same checkpoint: the same summary, from records alike."""
+    from click.testing import CliRunner
+
+    from daic.compiler.commands.cli import main
+    from tests.compiler.commands.test_run import DIGITS_SCHEME, STDLIB
+
+    net = STDLIB / "nets" / "digits_ffnn.net"
+    (tmp_path / "s.dai").write_text(DIGITS_SCHEME % net)
+    daic.train(tmp_path / "s.dai", tmp_path / "run", epochs=1)
+    weights = tmp_path / "run" / "checkpoint.pt"
+    options = {"eps": 0.05, "domains": ["Box", "CROWN"], "limit": 30}
+    summary = daic.verify(net, weights, out=tmp_path / "api.jsonl", **options)
+    command = ["verify", str(net), "--weights", str(weights), "--eps", "0.05", "--domain", "Box"]
+    command += [
+        "--domain",
+        "CROWN",
+        "--limit",
+        "30",
+        "--out",
+        str(tmp_path / "cli.jsonl"),
+        "--format",
+        "json",
+    ]
+    result = CliRunner().invoke(main, command)
+    assert result.exit_code == 0, result.output
+    printed = json.loads(result.stdout)
+    assert summary["images"] == printed["images"] == 30
+    for key in ("verified", "falsified", "unknown", "verified_by", "accuracy_percent", "epsilon", "cascade"):
+        assert summary[key] == printed[key], key
+    # A second radius makes a curve: one summary each, the record of 0.05 reused.
+    curve = daic.verify(net, weights, **{**options, "eps": [0.05, 0.1]}, out=tmp_path / "api.jsonl")
+    assert [point["epsilon"] for point in curve] == [0.05, 0.1]
+    with pytest.raises(daic.DaicError, match=r"^limit=0: "):
+        daic.verify(net, weights, limit=0)
 
 
 def test_check_reports_and_write_import_answer_as_their_commands(tmp_path):

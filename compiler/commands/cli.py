@@ -628,8 +628,8 @@ def _start_dashboard(storage: str) -> None:
 def verify(ctx: click.Context, **options) -> None:
     """Certify a trained network's test set image by image and keep a record of each."""
     use_threads(options["threads"])  # before PyTorch starts
-    from daic.compiler.commands.verify import Settings, VerifyDisplay, default_record, print_result
-    from daic.compiler.commands.verify import verify as certify_test_set
+    from daic import api
+    from daic.compiler.commands.verify import VerifyDisplay, default_record, print_result
 
     _check_verify_options(ctx, options)
     nproc = options["nproc_per_node"]
@@ -640,11 +640,13 @@ def verify(ctx: click.Context, **options) -> None:
         _verify_properties(ctx, options, group)
         return
     out = Path(options["out"] or default_record(options["weights"]))
-    names = ("net", "weights", "eps", "domains", "attack", "dataset", "data_root", "download", "limit")
-    settings = Settings(*(options[name] for name in names), out=out, resume=options["resume"])
+    names = ("eps", "domains", "attack", "dataset", "download", "limit", "resume")
     display = VerifyDisplay(enabled=group.is_main)
     try:
-        result = certify_test_set(settings, group, display.update)
+        result = api.verify(
+            options["net"], options["weights"], **{name: options[name] for name in names},
+            data=options["data_root"], out=out, display=display.update, group=group,
+        )  # fmt: skip
     except KeyboardInterrupt:
         display.close()
         kept = f"what was certified is in {out}" if out.exists() else "no image was decided yet"
