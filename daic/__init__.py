@@ -12,6 +12,8 @@ API = (
     "check_reports",
     "load_scheme",
     "train",
+    "load_study",
+    "tune",
     "load_network",
     "load_data",
     "import_onnx",

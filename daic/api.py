@@ -1,7 +1,7 @@
-"""daic as a library: check sources, load and train a scheme, load or import a network, certify images or
-VNN-LIB properties, export. The command line is a client of these functions (`daic check`, `run`,
-`import` and `export` call them and add their displays and exit codes); every failure a user can cause is a
-`DaicError` with the message the command line prints.
+"""daic as a library: check sources, load and train a scheme, run a study, load or import a network, certify
+images, test sets or VNN-LIB properties, export. The command line is a client of these functions (`daic
+check`, `run`, `tune`, `verify` of a test set, `import` and `export --onnx` call them and add their displays
+and exit codes); every failure a user can cause is a `DaicError` with the message the command line prints.
 
     import daic
     plan = daic.load_scheme("examples/quickstart.dai")
@@ -9,6 +9,7 @@ VNN-LIB properties, export. The command line is a client of these functions (`da
     model = daic.load_network("examples/digits_conv.net", "runs/q/checkpoint.pt")
     outcomes = daic.certify(model, x, y, epsilon=0.1, domains=["Box", "CROWN"])
     summary = daic.verify("examples/digits_conv.net", "runs/q/checkpoint.pt", limit=100)
+    report = daic.tune(daic.load_study("examples/mnist_tune.dai", "MTLIBP_03"), data="DIR")
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from daic.compiler.checking.check import FileReport
     from daic.compiler.commands.run import Plan
     from daic.compiler.commands.run.display import RunDisplay
+    from daic.compiler.commands.tune import StudyPlan, StudyReport
     from daic.compiler.exchange.imported import Imported
     from daic.dsl.diagnostics import Diagnostic
     from daic.runtime.certification.certify import Outcome
@@ -87,6 +89,45 @@ def train(
     return execute(plan, Path(out), epochs=epochs, data_root=root, download=download,
                     device=device, resume=resume, display=display or Silent(), group=group, amp=amp,
                     seed=seed)  # fmt: skip
+
+
+def load_study(
+    path: str | Path, study: str | None = None, out: str | Path | None = None, storage: str | None = None
+) -> StudyPlan:
+    """A study of a `.dai` file (`study`: which, when it declares several), checked, with its folder (`out`,
+    default runs/STUDY) and Optuna storage (`storage`, default an SQLite file in the folder): what `tune`
+    runs."""
+    from daic.compiler.commands.tune import plan_study
+
+    return plan_study(str(path), study, None if out is None else str(out), storage)
+
+
+def tune(
+    plan: StudyPlan | str | Path,
+    *,
+    data: str | Path | None = None,
+    device: str = "cpu",
+    on_trial: Callable[[Any, str], None] | None = None,
+    display: Callable[[int], RunDisplay] | None = None,
+) -> StudyReport:
+    """Runs a study (a `load_study` result, or a `.dai` path) as `daic tune` does: trials until the study
+    has its number of results (continuing one its storage holds), then its best trial or Pareto front
+    tested on the test set, `best.dai` (or `pareto-NNN.dai`), the plot and summaries in its folder. Returns
+    the report: each trial's row, the chosen trials and their test figures, the importances, the files
+    written. `on_trial(trial, progress)` sees each of this worker's trials as it ends (Optuna's trial, and
+    a line of the study's progress); `display(number)` is trial `number`'s run display (none by default)."""
+    from daic.compiler.commands.run.display import Silent
+    from daic.compiler.commands.tune import TrialSettings, progress_text, report_study, work
+
+    plan = plan if not isinstance(plan, (str, Path)) else load_study(plan)
+    root = None if data is None else str(data)
+    settings = TrialSettings(root, device, display or (lambda number: Silent()))
+
+    def ended(study, trial) -> None:
+        if on_trial is not None:
+            on_trial(trial, progress_text(plan, study))
+
+    return report_study(plan, work(plan, settings, ended), root, device)
 
 
 def load_network(

@@ -494,28 +494,22 @@ def tune(
     has its results; then the best trial (or Pareto front), tested on the test set, and best.dai. Run the
     same command again to continue a study that was stopped, or on other machines with one --storage."""
     use_threads(threads)  # before PyTorch starts
+    from daic import api
     from daic.compiler.commands.run.display import RunDisplay
-    from daic.compiler.commands.tune import (
-        TrialSettings,
-        plan_study,
-        progress_text,
-        report_study,
-        report_text,
-        work,
-    )
+    from daic.compiler.commands.tune import report_text
 
     device = _device(device)
     try:
-        plan = plan_study(study_file, study_name, out, storage)
+        plan = api.load_study(study_file, study_name, out, storage)
         if dashboard:
             _start_dashboard(plan.storage)
-        settings = TrialSettings(data_root, device, lambda number: RunDisplay())
-        study = work(
+        report = api.tune(
             plan,
-            settings,
-            lambda study, trial: click.echo(f"{_trial_line(trial)}\n{progress_text(plan, study)}", err=True),
+            data=data_root,
+            device=device,
+            on_trial=lambda trial, progress: click.echo(f"{_trial_line(trial)}\n{progress}", err=True),
+            display=lambda number: RunDisplay(),
         )
-        report = report_study(plan, study, data_root, device)
     except DaicError as exc:
         if exc.exit_code == 130:
             exc = DaicError(

@@ -260,3 +260,20 @@ def test_workers_opening_a_new_storage_at_once_all_get_it(tmp_path):
         for _ in range(4)
     ]
     assert [w.communicate(timeout=120)[0].strip() for w in workers] == ["ok"] * 4
+
+
+def test_a_study_runs_from_python_as_the_command_runs_it(tmp_path):
+    import daic
+
+    study = write_study(tmp_path, trials=1, objectives="[Accuracy]")
+    seen = []
+    report = daic.tune(
+        daic.load_study(study, out=tmp_path / "runs"), on_trial=lambda trial, progress: seen.append(progress)
+    )
+    assert [row["trial"] for row in report.rows] == [0] and report.chosen == [0]
+    assert report.files == ["best.dai", "summary.txt", "summary.json"]
+    assert (tmp_path / "runs" / "best.dai").exists()
+    assert len(seen) == 1 and seen[0].startswith("study Small: 1 of 1 trials; best Acc ")
+    with pytest.raises(daic.DaicError, match=r"is not a \.dai file") as refused:
+        daic.load_study(tmp_path / "study.txt")
+    assert refused.value.exit_code == 2
