@@ -601,6 +601,8 @@ def _attach_bodies(layer: A.Layer, bodies: dict[int, tuple[A.Layer, ...]]) -> A.
 
 # --- .dai ---------------------------------------------------------------------------------------------
 
+# The words of the grammars' keyword terminals (dai.lark's, and expr.lark's literals): no name is one.
+KEYWORDS = frozenset({"import", "let", "scheme", "study", "extends", "tunes", "as", "True", "False"})
 STATEMENT_START = re.compile(r"(import|let|scheme|study)\b")  # a line that begins one starts a statement
 
 

@@ -1,7 +1,7 @@
 """References and rename: every place the sources name a let, a scheme or a network file.
 
 What a name stands for is the checker's answer (`Module.references`: each name it resolved, and to what);
-this module only gathers those answers over the workspace's modules (`workspace.checked_modules`). A
+this module only gathers those answers over the workspace's modules (`workspace.WorkspaceModules`). A
 definition is known by its kind, the resolved path of the file that holds it and its name, so that the
 modules of separate checks agree on it."""
 
@@ -17,11 +17,10 @@ from daic.compiler.constructors import REGISTRY
 from daic.compiler.lsp.cursor import word_at
 from daic.compiler.lsp.documents import Analysis
 from daic.dsl import ast as A
+from daic.dsl.parser import KEYWORDS
 from daic.dsl.source import Span
 
 NAME = re.compile(r"[A-Za-z_][A-Za-z_0-9]*\Z")
-# The words a .dai statement begins or continues with, and the literals: none of them can name a let.
-RESERVED = frozenset({"import", "let", "scheme", "study", "extends", "tunes", "as", "True", "False"})
 
 
 @dataclass(frozen=True)
@@ -95,7 +94,7 @@ def places(named: Named, modules: list[Module], declaration: bool = True) -> lis
 def rename(named: Named, new_name: str, modules: list[Module]) -> list[Place]:
     """The places to rewrite as `new_name`; Refused when the new name cannot stand there."""
     check_renamable(named)
-    if not NAME.match(new_name) or new_name in RESERVED:
+    if not NAME.match(new_name) or new_name in KEYWORDS:
         raise Refused(f"`{new_name}` is not a name: a letter or `_`, then letters, digits or `_`")
     if named.kind == "let" and REGISTRY.lookup(new_name):
         raise Refused(f"`{new_name}` is a constructor: a let of that name would hide it")

@@ -18,6 +18,7 @@ from daic.compiler.constructors import REGISTRY
 from daic.compiler.lsp.cursor import tokens
 from daic.compiler.lsp.documents import Analysis
 from daic.dsl import ast as A
+from daic.dsl.parser import KEYWORDS
 
 TYPES = (
     "namespace",
@@ -34,7 +35,6 @@ TYPES = (
 )
 MODIFIERS = ("declaration", "readonly", "defaultLibrary")
 LEGEND = T.SemanticTokensLegend(token_types=list(TYPES), token_modifiers=list(MODIFIERS))
-KEYWORDS = frozenset({"import", "let", "scheme", "study", "extends", "tunes", "as", "True", "False"})
 _LEXICAL = {"comment": "comment", "string": "string", "number": "number"}
 _PART = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
 
