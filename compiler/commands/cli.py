@@ -511,19 +511,24 @@ def tune(
             display=lambda number: RunDisplay(),
         )
     except DaicError as exc:
-        if exc.exit_code == 130:
-            exc = DaicError(
-                "interrupted: the trial in progress is marked cut short and not counted; run the same "
-                "command to continue the study",
-                exit_code=130,
-            )
-        _report(exc)
+        _report(_as_study_error(exc))
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         click.echo("daic: interrupted; run the same command to continue the study", err=True)
         sys.exit(130)
     click.echo(report_text(plan, report))
     click.echo(f"study folder: {plan.folder} ({', '.join(report.files)})", err=True)
+
+
+def _as_study_error(exc: DaicError) -> DaicError:
+    """A trial's interrupt said how to resume its run; a study continues by the same command instead."""
+    if exc.exit_code != 130:
+        return exc
+    return DaicError(
+        "interrupted: the trial in progress is marked cut short and not counted; run the same command to "
+        "continue the study",
+        exit_code=130,
+    )
 
 
 def _trial_line(trial) -> str:

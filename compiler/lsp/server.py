@@ -356,7 +356,8 @@ def _offer_edits(server: DaicLanguageServer) -> None:
 
 
 def _look_across(server: DaicLanguageServer) -> None:
-    """What reads the whole workspace: references, rename and workspace symbols."""
+    """What reads the whole workspace: references, rename (`_rename`) and workspace symbols."""
+    _rename(server)
 
     @server.feature(T.TEXT_DOCUMENT_REFERENCES)
     @safe(list)
@@ -368,6 +369,15 @@ def _look_across(server: DaicLanguageServer) -> None:
         modules = ls.workspace_modules.get(ls.roots(), ls.buffers())
         places = references.places(found[0], modules, params.context.include_declaration)
         return [T.Location(uri, r) for uri, r in _ranges(ls, places)]
+
+    @server.feature(T.WORKSPACE_SYMBOL)
+    @safe(list)
+    def on_workspace_symbol(ls: DaicLanguageServer, params: T.WorkspaceSymbolParams) -> list:
+        return symbols.workspace_symbols(params.query, workspace.texts(ls.roots(), ls.buffers()), ls.encoding)
+
+
+def _rename(server: DaicLanguageServer) -> None:
+    """Renaming a let or a scheme in every file that names it, or the reason it cannot be."""
 
     @server.feature(T.TEXT_DOCUMENT_PREPARE_RENAME)
     @safe(lambda: None)
@@ -392,11 +402,6 @@ def _look_across(server: DaicLanguageServer) -> None:
         for uri, where in _ranges(ls, references.rename(found[0], params.new_name, modules)):
             changes.setdefault(uri, []).append(T.TextEdit(where, params.new_name))
         return T.WorkspaceEdit(changes=changes)
-
-    @server.feature(T.WORKSPACE_SYMBOL)
-    @safe(list)
-    def on_workspace_symbol(ls: DaicLanguageServer, params: T.WorkspaceSymbolParams) -> list:
-        return symbols.workspace_symbols(params.query, workspace.texts(ls.roots(), ls.buffers()), ls.encoding)
 
 
 def _ranges(ls: DaicLanguageServer, places: list[references.Place]) -> list[tuple[str, T.Range]]:
