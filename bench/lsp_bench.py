@@ -95,6 +95,26 @@ async def round_trip(path: Path, reps: int) -> list[float]:
     return times
 
 
+def _requests(client: LanguageClient, goals: Path, text: str, path: Path) -> dict:
+    """The requests across the workspace, each a call that sends one: at a let of stdlib/goals.dai, and
+    for the semantic tokens of the network at `path`."""
+    document = T.TextDocumentIdentifier(goals.as_uri())
+    at = text[: text.index("let Baseline")].count("\n")
+    position = T.Position(at, len("let B"))
+    return {
+        "references": lambda: client.text_document_references_async(
+            T.ReferenceParams(context=T.ReferenceContext(True), text_document=document, position=position)
+        ),
+        "prepare rename": lambda: client.text_document_prepare_rename_async(
+            T.PrepareRenameParams(document, position)
+        ),
+        "workspace symbols": lambda: client.workspace_symbol_async(T.WorkspaceSymbolParams(query="sab")),
+        "semantic tokens": lambda: client.text_document_semantic_tokens_full_async(
+            T.SemanticTokensParams(T.TextDocumentIdentifier(path.as_uri()))
+        ),
+    }
+
+
 async def workspace_requests(path: Path, reps: int) -> dict[str, list[float]]:
     """Each request across the workspace `reps` times, timed round trip."""
     client = LanguageClient("lsp-bench", "1")
@@ -110,21 +130,7 @@ async def workspace_requests(path: Path, reps: int) -> dict[str, list[float]]:
     client.text_document_did_open(open_)
     net = T.DidOpenTextDocumentParams(T.TextDocumentItem(path.as_uri(), "daic-net", 1, path.read_text()))
     client.text_document_did_open(net)
-    document = T.TextDocumentIdentifier(goals.as_uri())
-    at = text[: text.index("let Baseline")].count("\n")
-    position = T.Position(at, len("let B"))
-    requests = {
-        "references": lambda: client.text_document_references_async(
-            T.ReferenceParams(context=T.ReferenceContext(True), text_document=document, position=position)
-        ),
-        "prepare rename": lambda: client.text_document_prepare_rename_async(
-            T.PrepareRenameParams(document, position)
-        ),
-        "workspace symbols": lambda: client.workspace_symbol_async(T.WorkspaceSymbolParams(query="sab")),
-        "semantic tokens": lambda: client.text_document_semantic_tokens_full_async(
-            T.SemanticTokensParams(T.TextDocumentIdentifier(path.as_uri()))
-        ),
-    }
+    requests = _requests(client, goals, text, path)
     times: dict[str, list[float]] = {name: [] for name in requests}
     for name, request in requests.items():
         for _ in range(reps):

@@ -91,27 +91,33 @@ def _net_roles(layers) -> Iterator[tuple[int, Role]]:
 
 
 def _constructors(expr) -> Iterator[tuple[int, Role]]:
-    """Names in a .net value: there they can only be the registry's."""
-    for name in _names(expr):
-        if REGISTRY.lookup(name.dotted):
-            yield name.span.start, ("function", ("defaultLibrary",))
+    """A .net value's names (there they can only be the registry's) and keyword arguments."""
+    for node in _written(expr):
+        if isinstance(node, A.Keyword):
+            yield node.name_span.start, ("parameter", ())
+        elif REGISTRY.lookup(node.dotted):
+            yield node.span.start, ("function", ("defaultLibrary",))
 
 
-def _names(expr) -> Iterator[A.Name]:
+def _written(expr) -> Iterator[A.Name | A.Keyword]:
+    """The names (a call's callee too) and keyword arguments of an expression, in the order written."""
     if isinstance(expr, A.Name):
         yield expr
     elif isinstance(expr, A.Call):
         yield expr.func
-        for arg in (*expr.args, *(k.value for k in expr.kwargs)):
-            yield from _names(arg)
+        for arg in expr.args:
+            yield from _written(arg)
+        for keyword in expr.kwargs:
+            yield keyword
+            yield from _written(keyword.value)
     elif isinstance(expr, A.ListExpr):
         for item in expr.items:
-            yield from _names(item)
+            yield from _written(item)
     elif isinstance(expr, A.BinOp):
-        yield from _names(expr.left)
-        yield from _names(expr.right)
+        yield from _written(expr.left)
+        yield from _written(expr.right)
     elif isinstance(expr, A.Neg):
-        yield from _names(expr.operand)
+        yield from _written(expr.operand)
 
 
 class _DaiRoles:
@@ -146,23 +152,11 @@ class _DaiRoles:
             yield statement.span.end - len(statement.alias), ("namespace", ())
 
     def expr(self, expr) -> Iterator[tuple[int, Role]]:
-        if isinstance(expr, A.Name):
-            yield from self.name(expr)
-        elif isinstance(expr, A.Call):
-            yield from self.name(expr.func)
-            for arg in expr.args:
-                yield from self.expr(arg)
-            for keyword in expr.kwargs:
-                yield keyword.name_span.start, ("parameter", ())
-                yield from self.expr(keyword.value)
-        elif isinstance(expr, A.ListExpr):
-            for item in expr.items:
-                yield from self.expr(item)
-        elif isinstance(expr, A.BinOp):
-            yield from self.expr(expr.left)
-            yield from self.expr(expr.right)
-        elif isinstance(expr, A.Neg):
-            yield from self.expr(expr.operand)
+        for node in _written(expr):
+            if isinstance(node, A.Keyword):
+                yield node.name_span.start, ("parameter", ())
+            else:
+                yield from self.name(node)
 
     def name(self, name: A.Name) -> Iterator[tuple[int, Role]]:
         parts = list(_PART.finditer(self.text, name.span.start, name.span.end))
