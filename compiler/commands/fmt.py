@@ -7,12 +7,13 @@ import difflib
 import os
 import re
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 import click
 
 from daic.compiler.checking.check import FileReport, parse_source
-from daic.compiler.checking.sources import UsageError, discover, read
+from daic.compiler.checking.sources import discover, read
 from daic.compiler.commands import render
 from daic.compiler.commands.check import plural, stdin_source
 from daic.dsl.format import format_tree
@@ -73,40 +74,15 @@ def format_stdin(report: FileReport, check_only: bool, diff: bool) -> int:
 
 def fmt_command(paths: tuple[str, ...], check_only: bool, diff: bool, stdin_filename: str | None) -> int:
     """Format and report; the exit status: 0 done (or nothing to do), 1 a file would change (with --check
-    or --diff) or could not be parsed or written, 2 a usage error."""
-    try:
-        source = stdin_source(paths, stdin_filename)
-        if source is not None:
-            return format_stdin(parse_source(source), check_only, diff)
-        sources = [read(path) for path in discover(list(paths))]
-    except UsageError as exc:
-        click.echo(f"daic: {exc.command_message}", err=True)
-        return 2
-    changed = unparsable = unwritable = 0
-    for source in sources:
-        # Formatting needs only a syntax tree; meaning is `daic check`'s business.
-        report = parse_source(source)
-        if report.has_errors:
-            unparsable += 1
-            _report_syntax(report)
-            continue
-        before = report.source.text
-        after = format_tree(report.parsed.tree)
-        if after == before:
-            continue
-        changed += 1
-        if diff:
-            click.echo(unified_diff(before, after, report.source.path), nl=False)
-        elif check_only:
-            click.echo(f"would reformat {report.source.path}")
-        else:
-            try:
-                write_atomically(report.source.path, after)
-            except OSError as exc:
-                unwritable += 1
-                click.echo(f"daic: cannot write {report.source.path}: {exc.strerror or exc}", err=True)
-                continue
-            click.echo(f"reformatted {report.source.path}", err=True)
+    or --diff) or could not be parsed or written. A usage error is a `UsageError`, which the command line
+    reports (exit status 2)."""
+    source = stdin_source(paths, stdin_filename)
+    if source is not None:
+        return format_stdin(parse_source(source), check_only, diff)
+    sources = [read(path) for path in discover(list(paths))]
+    outcomes = Counter(_format_file(source, check_only, diff) for source in sources)
+    changed = outcomes["changed"] + outcomes["unwritable"]
+    unparsable, unwritable = outcomes["unparsable"], outcomes["unwritable"]
     verb = "would be reformatted" if (check_only or diff) else "reformatted"
     unchanged = len(sources) - changed - unparsable
     summary = f"{plural(changed, 'file')} {verb}, {plural(unchanged, 'file')} unchanged"
@@ -114,3 +90,28 @@ def fmt_command(paths: tuple[str, ...], check_only: bool, diff: bool, stdin_file
         summary += f", {plural(unparsable, 'file')} not parsed"
     click.echo(summary, err=True)
     return 1 if unparsable or unwritable or (changed and (check_only or diff)) else 0
+
+
+def _format_file(source, check_only: bool, diff: bool) -> str:
+    """One file formatted (or shown, or checked): "unchanged", "changed", "unparsable" or "unwritable"."""
+    # Formatting needs only a syntax tree; meaning is `daic check`'s business.
+    report = parse_source(source)
+    if report.has_errors:
+        _report_syntax(report)
+        return "unparsable"
+    before = report.source.text
+    after = format_tree(report.parsed.tree)
+    if after == before:
+        return "unchanged"
+    if diff:
+        click.echo(unified_diff(before, after, report.source.path), nl=False)
+    elif check_only:
+        click.echo(f"would reformat {report.source.path}")
+    else:
+        try:
+            write_atomically(report.source.path, after)
+        except OSError as exc:
+            click.echo(f"daic: cannot write {report.source.path}: {exc.strerror or exc}", err=True)
+            return "unwritable"
+        click.echo(f"reformatted {report.source.path}", err=True)
+    return "changed"
