@@ -46,7 +46,7 @@ class Case:
 
 def trained_digits(epochs: int = 15) -> Case:
     """The quick start's network trained for `epochs` epochs of its scheme (seconds on a CPU)."""
-    from daic.compiler.commands.run import lowered, plan_run
+    from daic.compiler.jobs.run import lowered, plan_run
     from daic.runtime.training.trainer import Trainer
 
     plan = plan_run("examples/quickstart.dai", None, None)

@@ -19,7 +19,7 @@ import torch
 import workloads as W
 from torch import nn
 
-from daic.compiler.commands import run as run_plan
+from daic.compiler.jobs import run as run_plan
 from daic.runtime.certification.evaluate import Verify
 from daic.runtime.certification.verification import HBoxBound
 from daic.runtime.data.tensors import TensorData

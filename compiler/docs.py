@@ -113,7 +113,7 @@ def reference_markdown() -> str:
 
 def _codes_section(codes: list) -> list[str]:
     """Every diagnostic code with its severity, summary and why each of its golden examples is reported."""
-    from daic.compiler.commands.explain import examples
+    from daic.compiler.explain import examples
 
     lines = [
         "",

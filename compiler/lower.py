@@ -12,8 +12,8 @@ import importlib
 import inspect
 from typing import Any
 
-from daic.compiler.checking.elaborate import UNKNOWN, Built
 from daic.compiler.checking.network import BlockNode, LayerNode, Network, Node
+from daic.compiler.checking.values import UNKNOWN, Built
 from daic.compiler.registry import Constructor
 
 

@@ -4,12 +4,17 @@ The pipeline lives in sibling packages: ``daic.dsl`` (syntax) -> ``daic.compiler
 language server) -> ``daic.runtime`` (PyTorch). ``daic.stdlib`` holds the paper's networks and schemes.
 """
 
-__version__ = "0.1.0"
+from daic.version import __version__
 
 API = (
     "DaicError",
     "check",
     "check_reports",
+    "check_text",
+    "format_files",
+    "format_text",
+    "describe_network",
+    "init",
     "load_scheme",
     "train",
     "load_study",
@@ -21,6 +26,8 @@ API = (
     "certify",
     "verify",
     "verify_vnnlib",
+    "verify_properties",
+    "export",
     "export_onnx",
 )
 """The Python API (`daic.api`), loaded on first use so that `import daic` stays light (no torch)."""

@@ -1,7 +1,8 @@
-"""daic as a library: check sources, load and train a scheme, run a study, load or import a network, certify
-images, test sets or VNN-LIB properties, export. The command line is a client of these functions (`daic
-check`, `run`, `tune`, `verify` of a test set, `import` and `export --onnx` call them and add their displays
-and exit codes); every failure a user can cause is a `DaicError` with the message the command line prints.
+"""daic as a library: check and format sources, describe a network, load and train a scheme, run a study,
+load or import a network, certify images, test sets or VNN-LIB properties, export. The command line is a
+client of these functions: each command parses its options, calls them, and adds its displays, tables and
+exit codes. Every failure a user can cause is a `DaicError` with the message the command line prints. The
+work lives in `daic.compiler.jobs` (and the compiler and runtime it drives); this module is its front.
 
     import daic
     plan = daic.load_scheme("examples/quickstart.dai")
@@ -26,10 +27,13 @@ if TYPE_CHECKING:
     from torch import Tensor, nn
 
     from daic.compiler.checking.check import FileReport
-    from daic.compiler.commands.run import Plan
-    from daic.compiler.commands.run.display import RunDisplay
-    from daic.compiler.commands.tune import StudyPlan, StudyReport
+    from daic.compiler.checking.network import Network
     from daic.compiler.exchange.imported import Imported
+    from daic.compiler.jobs.export import Exported
+    from daic.compiler.jobs.formatting import Formatted
+    from daic.compiler.jobs.run import Plan
+    from daic.compiler.jobs.run.display import Display
+    from daic.compiler.jobs.tune import StudyPlan, StudyReport
     from daic.dsl.diagnostics import Diagnostic
     from daic.runtime.certification.certify import Outcome
     from daic.runtime.data.tensors import TensorData
@@ -51,10 +55,71 @@ def check_reports(*paths: str | Path) -> list[FileReport]:
     return [check_path(path) for path in discover([str(p) for p in paths])]
 
 
+def check_text(text: str | bytes, filename: str | None = None) -> FileReport:
+    """A source given as text checked as `daic check -` checks standard input: `filename` names it in the
+    diagnostics, says its language by its suffix (without it, the text's first word decides) and is where
+    its imports and nets are found from."""
+    from daic.compiler.checking.check import check_source
+
+    return check_source(_text_source(text, filename))
+
+
+def _text_source(text: str | bytes, filename: str | None):
+    from daic.compiler.checking.sources import from_stdin
+
+    return from_stdin(text.encode("utf-8") if isinstance(text, str) else text, filename)
+
+
+def format_files(*paths: str | Path) -> list[Formatted]:
+    """The canonical form of `.net` and `.dai` files (folders: every such file in them), as `daic fmt`
+    writes it: for each, ``.text`` (None where the file does not parse: ``.report.diagnostics`` say why),
+    ``.changed`` and ``.diff()``. Nothing is written."""
+    from daic.compiler.checking.sources import discover, read
+    from daic.compiler.jobs.formatting import formatted
+
+    return [formatted(read(path)) for path in discover([str(p) for p in paths])]
+
+
+def format_text(text: str | bytes, filename: str | None = None) -> Formatted:
+    """A source given as text in canonical form, as `daic fmt -` formats standard input (`filename` as
+    for `check_text`)."""
+    from daic.compiler.jobs.formatting import formatted
+
+    return formatted(_text_source(text, filename))
+
+
+def describe_network(
+    net: str | Path, input_shape: Sequence[int] | None = None, classes: int | None = None
+) -> Network:
+    """A `.net` file's layers as `daic show` lists them: ``.nodes`` with each layer's output shape, neurons
+    and parameters, the totals (``.neurons``, ``.params``, ``.output_shape``) and ``.diagnostics``, for
+    inputs of `input_shape` (C, H, W, or a vector's length; default: the file's annotation), checked to end
+    in `classes` outputs when given. A file that does not parse is a DaicError with its diagnostics."""
+    from daic.compiler.checking.check import parse_source
+    from daic.compiler.checking.network import analyze_net
+    from daic.compiler.checking.sources import language_of, read
+
+    if language_of(net) != "net":
+        raise DaicError(f"{net}: not a .net file", exit_code=2)
+    report = parse_source(read(str(net)))
+    if report.parsed is None or report.has_errors:
+        raise DaicError(f"{net}: the file does not parse", report.diagnostics)
+    shape = None if input_shape is None else tuple(input_shape)
+    return analyze_net(report.parsed.tree, shape, classes)
+
+
+def init(folder: str | Path = ".") -> list[Path]:
+    """Writes a starter network (model.net) and training scheme (train.dai) into `folder`, as `daic init`
+    does, never over an existing file; returns their paths."""
+    from daic.compiler.jobs.starter import write_starter
+
+    return write_starter(Path(folder))
+
+
 def load_scheme(path: str | Path, scheme: str | None = None, net: str | Path | None = None) -> Plan:
     """A scheme of a `.dai` file (`scheme`: which, when it declares several) with its network (or `net`),
     checked and resolved: what `train` trains."""
-    from daic.compiler.commands.run import plan_run
+    from daic.compiler.jobs.run import plan_run
 
     return plan_run(str(path), scheme, None if net is None else str(net))
 
@@ -70,7 +135,7 @@ def train(
     data: str | Path | None = None,
     download: bool = False,
     amp: str | None = None,
-    display: RunDisplay | None = None,
+    display: Display | None = None,
     group: Group | None = None,
 ) -> dict[str, Any]:
     """Trains a scheme (a `load_scheme` result, or a `.dai` path) into the run folder `out`, as `daic run`
@@ -78,8 +143,8 @@ def train(
     the data set's files (`download`: fetch them there), `amp` "bf16" or "fp16" mixed precision for the
     concrete passes; `display` shows progress (none by default), and `group` makes this one process of a
     distributed run (`daic run --nproc-per-node`)."""
-    from daic.compiler.commands.run import execute
-    from daic.compiler.commands.run.display import Silent
+    from daic.compiler.jobs.run import execute
+    from daic.compiler.jobs.run.display import Silent
 
     if epochs is not None and not (isinstance(epochs, int) and epochs >= 1):
         raise DaicError(f"epochs={epochs!r}: train at least 1 epoch (None: the scheme's)", exit_code=2)
@@ -97,7 +162,7 @@ def load_study(
     """A study of a `.dai` file (`study`: which, when it declares several), checked, with its folder (`out`,
     default runs/STUDY) and Optuna storage (`storage`, default an SQLite file in the folder): what `tune`
     runs."""
-    from daic.compiler.commands.tune import plan_study
+    from daic.compiler.jobs.tune import plan_study
 
     return plan_study(str(path), study, None if out is None else str(out), storage)
 
@@ -108,7 +173,7 @@ def tune(
     data: str | Path | None = None,
     device: str = "cpu",
     on_trial: Callable[[Any, str], None] | None = None,
-    display: Callable[[int], RunDisplay] | None = None,
+    display: Callable[[int], Display] | None = None,
 ) -> StudyReport:
     """Runs a study (a `load_study` result, or a `.dai` path) as `daic tune` does: trials until the study
     has its number of results (continuing one its storage holds), then its best trial or Pareto front
@@ -116,8 +181,8 @@ def tune(
     the report: each trial's row, the chosen trials and their test figures, the importances, the files
     written. `on_trial(trial, progress)` sees each of this worker's trials as it ends (Optuna's trial, and
     a line of the study's progress); `display(number)` is trial `number`'s run display (none by default)."""
-    from daic.compiler.commands.run.display import Silent
-    from daic.compiler.commands.tune import TrialSettings, progress_text, report_study, work
+    from daic.compiler.jobs.run.display import Silent
+    from daic.compiler.jobs.tune import TrialSettings, progress_text, report_study, work
 
     plan = plan if not isinstance(plan, (str, Path)) else load_study(plan)
     root = None if data is None else str(data)
@@ -137,8 +202,8 @@ def load_network(
     (of `daic run` or `daic import`), or freshly initialised without one; in evaluation mode. A plain
     `torch.nn.Module` (of layers daic has: `daic import` reads them) is taken through ONNX as `daic import`
     takes a file, for inputs of `input_shape` (one example's, without the batch)."""
-    from daic.compiler.commands.run.plan import load_network as checked_network
-    from daic.compiler.commands.weights import load_without_data
+    from daic.compiler.jobs.run.plan import load_network as checked_network
+    from daic.compiler.jobs.weights import load_without_data
     from daic.compiler.lower import lower_network
 
     if not isinstance(net, (str, Path)):
@@ -156,7 +221,7 @@ def load_data(dataset: str, root: str | Path | None = None, download: bool = Fal
     """A data set by its name in the language (`Digits`, `MNIST`, ...; a call such as
     `ImageFolder(path="DIR", size=32, classes=10)` too): ``train_x``, ``train_y``, ``test_x``, ``test_y``
     (float32 images in [0, 1], channels first), ``classes``, ``value_range``."""
-    from daic.compiler.commands.weights import dataset_named
+    from daic.compiler.jobs.weights import dataset_named
     from daic.compiler.lower import lower_dataset
     from daic.runtime.data.tensors import DataError
 
@@ -276,7 +341,7 @@ def _check_images(model: nn.Module, x: Tensor, y: Tensor) -> None:
 
 
 def _cascade(domains: Sequence[str], attack: bool) -> list:
-    from daic.compiler.commands.verify import cascade_of
+    from daic.compiler.jobs.verify import cascade_of
 
     return cascade_of(domains, attack)
 
@@ -306,8 +371,8 @@ def verify(
     `display(counts, done, seconds)` sees the progress; `group` makes this one process of several."""
     import torch
 
-    from daic.compiler.commands.verify import Settings, default_record
-    from daic.compiler.commands.verify import verify as certify_test_set
+    from daic.compiler.jobs.test_set import verify_test_set
+    from daic.compiler.jobs.verify import Settings, default_record
     from daic.runtime.training.distributed import Group
 
     if limit is not None and not (isinstance(limit, int) and limit >= 1):
@@ -318,7 +383,7 @@ def verify(
     settings = Settings(str(net), str(weights), [str(e) for e in radii], list(domains), attack, dataset, root,
                         download, limit, record, resume)  # fmt: skip
     group = group if group is not None else Group(device=torch.device(device))
-    return certify_test_set(settings, group, display or (lambda counts, done, seconds: None))
+    return verify_test_set(settings, group, display or (lambda counts, done, seconds: None))
 
 
 def verify_vnnlib(
@@ -335,8 +400,8 @@ def verify_vnnlib(
     it; for timeout and unknown the ``reason``."""
     import torch
 
-    from daic.compiler.commands.properties import Instance, Networks, decide, default_domains
     from daic.compiler.exchange.vnnlib_in import read_property
+    from daic.compiler.jobs.properties import Instance, Networks, decide, default_domains
 
     certifier = Networks(None if weights is None else str(weights), torch.device("cpu")).get(str(network))
     chosen = domains if domains is not None else default_domains(certifier)
@@ -344,9 +409,72 @@ def verify_vnnlib(
     return decide(instance, read_property(prop), certifier, _cascade(chosen, True), 0)
 
 
+def verify_properties(
+    vnnlib: str | Path,
+    network: str | Path | None = None,
+    *,
+    weights: str | Path | None = None,
+    domains: Sequence[str] | None = None,
+    attack: bool = True,
+    timeout: float = 60.0,
+    out: str | Path | None = None,
+    resume: bool = False,
+    device: str = "cpu",
+    display: Callable[[Counter, int, float], None] | None = None,
+    group: Group | None = None,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """VNN-LIB properties as `daic verify --vnnlib` certifies them: `vnnlib` is a `.vnnlib` file or a folder
+    of them on `network` (an `.onnx` file, or a `.net` file with `weights`), or a benchmark's instances.csv
+    (which names each property's network and timeout; else `timeout` seconds each). Each answer is a line
+    of the record `out` (default: beside the properties, NAME.verify.jsonl; `resume` continues one). Returns
+    the summary (unsat, sat, timeout, unknown, errors) and the rows, each as `verify_vnnlib` answers; in a
+    folder or instances.csv, an instance that cannot be read or decided is that row's ``error``."""
+    import torch
+
+    from daic.compiler.jobs.properties import PropertySettings, default_out
+    from daic.compiler.jobs.properties import verify_properties as certify_properties
+    from daic.runtime.training.distributed import Group
+
+    record = Path(out) if out is not None else default_out(str(vnnlib))
+    settings = PropertySettings(
+        None if network is None else str(network), None if weights is None else str(weights),
+        str(vnnlib), None if domains is None else tuple(domains), attack, float(timeout), record, resume,
+    )  # fmt: skip
+    group = group if group is not None else Group(device=torch.device(device))
+    return certify_properties(settings, group, display or (lambda counts, done, seconds: None))
+
+
 def export_onnx(model: nn.Module, input_shape: Sequence[int], path: str | Path) -> float:
     """Writes the concrete network as ONNX (checked; abstract layers dropped, BatchNorm folded) and
     returns the largest difference between onnxruntime's outputs and PyTorch's (-1 without onnxruntime)."""
-    from daic.compiler.commands.weights import export_onnx as write
+    from daic.compiler.jobs.weights import export_onnx as write
 
     return write(model, tuple(input_shape), Path(path))
+
+
+def export(
+    net: str | Path,
+    weights: str | Path,
+    *,
+    onnx: str | Path | None = None,
+    vnnlib: str | Path | None = None,
+    eps: float | None = None,
+    dataset: str | None = None,
+    data: str | Path | None = None,
+    download: bool = False,
+    limit: int | None = None,
+    timeout: float = 60.0,
+) -> Exported:
+    """A trained network (a `.net` file and a checkpoint of `daic run`) written as `daic export` writes it:
+    as ONNX (`onnx`: checked, and compared with onnxruntime), and each test image's robustness at the run's
+    radius (or `eps`) as a VNN-LIB property in the folder `vnnlib` (the first `limit` images; with `onnx`,
+    also instances.csv, `timeout` seconds each). Checks everything before writing anything; returns what was
+    written."""
+    from daic.compiler.jobs.export import ExportRequest, export_trained
+
+    def path(value: str | Path | None) -> Path | None:
+        return None if value is None else Path(value)
+
+    request = ExportRequest(str(net), str(weights), path(onnx), path(vnnlib), eps, dataset,
+                            None if data is None else str(data), download, limit, float(timeout))  # fmt: skip
+    return export_trained(request)

@@ -16,9 +16,12 @@ PYTHON_TERMS = {
     "--resume": "resume=True", "--force": "force=True", "--download": "download=True", "--epochs": "epochs",
     "--out": "out", "--dataset": "dataset", "--domain": "domains", "--data": "data", "--timeout": "timeout",
     "--weights": "weights", "--seed": "seed", "--device": "device", "--eps": "eps", "--limit": "limit",
+    "--net": "net", "--scheme": "scheme", "--study": "study", "--storage": "storage", "--onnx": "onnx",
+    "--vnnlib": "vnnlib", "--stdin-filename": "filename",
 }  # fmt: skip
 """The command line's options as a Python caller passes them to `daic.api`: a message names the option it
-means, and a Python caller reads the keyword instead."""
+means, and a Python caller reads the keyword instead (tests/test_layers.py ties each to an option of a
+command and a keyword of the API)."""
 
 
 class DaicError(Exception):

@@ -194,3 +194,103 @@ def test_certify_refuses_what_it_cannot_certify_with_a_daic_error(epsilon, x, y,
     with pytest.raises(daic.DaicError, match=message) as refused:
         daic.certify(model, torch.rand(*x), torch.zeros(*y, dtype=torch.long), epsilon, domains=["Box"])
     assert refused.value.exit_code == 2
+
+
+def test_sources_as_text_are_checked_and_formatted_as_standard_input_is(tmp_path):
+    report = daic.check_text("Linear out=10\nReLU\nLinear out=x\n", "model.net")
+    assert report.source.path == "model.net" and [d.code.id for d in report.diagnostics if d.is_error]
+    assert not daic.check_text(b"Linear out=10 input_shape=[4]\n", "m.net").diagnostics
+    assert daic.format_text("Conv2D, filters=4, kernel_size=[3,3]\n", "a.net").text == (
+        "Conv2D filters=4 kernel_size=[3, 3]\n"
+    )
+    broken = daic.format_text("scheme S {\n", "s.dai")
+    assert broken.text is None and broken.report.diagnostics[0].is_error
+    with pytest.raises(daic.DaicError, match=r"^filename a.txt: not a .net or .dai name$"):
+        daic.check_text("ReLU\n", "a.txt")
+
+
+def test_files_are_formatted_without_writing_anything(tmp_path):
+    (tmp_path / "a.net").write_text("Conv2D, filters=4, kernel_size=[3,3]\n")
+    (tmp_path / "b.net").write_text("ReLU\n")
+    results = {Path(r.path).name: r for r in daic.format_files(tmp_path)}
+    assert results["a.net"].changed and not results["b.net"].changed
+    assert results["a.net"].diff().splitlines()[-2:] == [
+        "-Conv2D, filters=4, kernel_size=[3,3]",
+        "+Conv2D filters=4 kernel_size=[3, 3]",
+    ]
+    assert (tmp_path / "a.net").read_text() == "Conv2D, filters=4, kernel_size=[3,3]\n"
+
+
+def test_a_network_is_described_as_daic_show_lists_it(tmp_path):
+    network = daic.describe_network(ROOT / "stdlib" / "nets" / "digits_ffnn.net")
+    assert network.input_shape == (1, 8, 8) and network.output_shape == (10,)
+    assert network.params == sum(
+        p.numel() for p in daic.load_network(ROOT / "stdlib/nets/digits_ffnn.net").parameters()
+    )
+    wrong = daic.describe_network(ROOT / "stdlib" / "nets" / "digits_ffnn.net", classes=7).diagnostics
+    assert [d.is_error for d in wrong] == [True] and "7" in wrong[0].message
+    (tmp_path / "bad.net").write_text("Conv2D filters=\n")
+    with pytest.raises(daic.DaicError) as refused:
+        daic.describe_network(tmp_path / "bad.net")
+    assert refused.value.diagnostics and refused.value.exit_code == 1
+    with pytest.raises(daic.DaicError, match=r"s.dai: not a .net file") as refused:
+        daic.describe_network(tmp_path / "s.dai")
+    assert refused.value.exit_code == 2
+
+
+def test_init_writes_the_starter_once(tmp_path):
+    written = daic.init(tmp_path / "project")
+    assert sorted(path.name for path in written) == ["model.net", "train.dai"]
+    assert daic.check(tmp_path / "project") == []
+    with pytest.raises(daic.DaicError, match="already exist; init overwrites nothing"):
+        daic.init(tmp_path / "project")
+
+
+def test_a_folder_of_properties_is_answered_as_the_command_answers_it(tmp_path):
+    from click.testing import CliRunner
+
+    from daic.compiler.commands.cli import main
+    from tests.compiler.commands.test_verify_properties import prop, two_by_two
+
+    network = two_by_two(tmp_path / "two.onnx")
+    (tmp_path / "props").mkdir()
+    prop(tmp_path / "props" / "p1.vnnlib", "1.5")
+    prop(tmp_path / "props" / "p2.vnnlib", "0.5")
+    summary, rows = daic.verify_properties(tmp_path / "props", network, out=tmp_path / "api.jsonl")
+    assert (summary["properties"], summary["unsat"], summary["sat"]) == (2, 1, 1)
+    assert [row["result"] for row in rows] == ["unsat", "sat"]
+    command = [
+        "verify",
+        str(network),
+        "--vnnlib",
+        str(tmp_path / "props"),
+        "--out",
+        str(tmp_path / "c.jsonl"),
+    ]
+    result = CliRunner().invoke(main, [*command, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    printed = json.loads(result.stdout)
+    assert {key: printed[key] for key in ("properties", "unsat", "sat", "timeout", "unknown", "errors")} == {
+        key: summary[key] for key in ("properties", "unsat", "sat", "timeout", "unknown", "errors")
+    }
+    with pytest.raises(daic.DaicError, match=r"^vnnlib .*nowhere does not exist$"):
+        daic.verify_properties(tmp_path / "nowhere", network)
+
+
+def test_export_writes_onnx_and_properties_and_nothing_on_a_mistake(tmp_path):
+    from tests.compiler.commands.test_run import DIGITS_SCHEME, STDLIB
+
+    net = STDLIB / "nets" / "digits_ffnn.net"
+    (tmp_path / "s.dai").write_text(DIGITS_SCHEME % net)
+    daic.train(tmp_path / "s.dai", tmp_path / "run", epochs=1)
+    weights = tmp_path / "run" / "checkpoint.pt"
+    with pytest.raises(daic.DaicError, match=r"^vnnlib .*taken is a file: pass a folder") as refused:
+        (tmp_path / "taken").write_text("")
+        daic.export(net, weights, onnx=tmp_path / "n.onnx", vnnlib=tmp_path / "taken", limit=3)
+    assert refused.value.exit_code == 2 and not (tmp_path / "n.onnx").exists()
+    written = daic.export(net, weights, onnx=tmp_path / "n.onnx", vnnlib=tmp_path / "props", limit=3)
+    assert written.onnx == tmp_path / "n.onnx" and 0 <= written.difference < 1e-4
+    assert [p.name for p in written.properties] == ["prop_0.vnnlib", "prop_1.vnnlib", "prop_2.vnnlib"]
+    assert written.instances.read_text().count("\n") == 3 and written.epsilon > 0
+    with pytest.raises(daic.DaicError, match=r"^export: pass onnx=FILE, vnnlib=DIR, or both$"):
+        daic.export(net, weights)

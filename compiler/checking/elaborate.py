@@ -11,12 +11,13 @@ from __future__ import annotations
 import difflib
 import math
 import re
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from types import MappingProxyType
 
 from daic.compiler.checking import codes as C
 from daic.compiler.checking.spaces import Space
+from daic.compiler.checking.values import UNKNOWN, Built
 from daic.compiler.registry import REQUIRED, Constructor, Param, Registry
 from daic.compiler.types import ANY, BOOL, FLOAT, INT, SCHEDULE, STR, ListOf, OneOf, Type, article, is_subtype
 from daic.dsl import ast as A
@@ -25,29 +26,6 @@ from daic.dsl.format import escaped
 from daic.dsl.source import Span
 
 INT_LIMIT = 2**31 - 1
-
-
-@dataclass(frozen=True)
-class Built:
-    """A constructor applied to all its arguments (defaults included)."""
-
-    decl: Constructor
-    args: Mapping[str, object] = field(default_factory=lambda: MappingProxyType({}))
-    span: Span | None = field(default=None, compare=False)
-
-    def __repr__(self) -> str:
-        shown = ", ".join(f"{k}={v!r}" for k, v in self.args.items())
-        return f"{self.decl.name}({shown})"
-
-
-class _Unknown:
-    """The value of an expression whose error was already reported."""
-
-    def __repr__(self) -> str:
-        return "<unknown>"
-
-
-UNKNOWN = _Unknown()
 
 
 @dataclass(frozen=True)

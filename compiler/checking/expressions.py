@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import re
 
-from daic.compiler.checking.elaborate import UNKNOWN, Elaborator
+from daic.compiler.checking.elaborate import Elaborator
+from daic.compiler.checking.values import UNKNOWN
 from daic.compiler.constructors import REGISTRY
 from daic.compiler.types import Type
 from daic.dsl import ast as A

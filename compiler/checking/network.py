@@ -13,7 +13,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from daic.compiler.checking import codes as C
-from daic.compiler.checking.elaborate import UNKNOWN, Built, Elaborator, renaming
+from daic.compiler.checking.elaborate import Elaborator, renaming
+from daic.compiler.checking.values import UNKNOWN, Built
 from daic.compiler.constructors import REGISTRY
 from daic.compiler.registry import LAYER_CATEGORIES, DatasetFacts, Registry, Shape, ShapeError
 from daic.dsl import ast as A

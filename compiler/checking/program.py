@@ -19,8 +19,6 @@ from types import MappingProxyType
 
 from daic.compiler.checking import codes as C
 from daic.compiler.checking.elaborate import (
-    UNKNOWN,
-    Built,
     Elaborator,
     Symbol,
     as_written,
@@ -32,6 +30,7 @@ from daic.compiler.checking.network import Network, analyze_for_data
 from daic.compiler.checking.schedules import described, unsettled
 from daic.compiler.checking.sources import Probe, probe
 from daic.compiler.checking.spaces import Space, spaces_in
+from daic.compiler.checking.values import UNKNOWN, Built
 from daic.compiler.checking.written import value_text
 from daic.compiler.constructors import REGISTRY, SCHEME_DECL, STUDY_DECL
 from daic.compiler.registry import Constructor, Param

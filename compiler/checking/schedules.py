@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from daic.compiler.checking.elaborate import Built
+from daic.compiler.checking.values import Built
 
 
 def settles(value: object) -> float:

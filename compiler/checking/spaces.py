@@ -52,7 +52,7 @@ def walk(
     `Built`s) and in each Choice's options, outermost first. `value` is the field `field_name`'s, or lies
     at `where` in it; a space is named by the constructor and parameter holding it (`goal.SmallBox.ratio`),
     or `optimizer.lr` where the field's own value holds it, or the field's name where it is the value."""
-    from daic.compiler.checking.elaborate import Built
+    from daic.compiler.checking.values import Built
 
     if isinstance(value, Space):
         visit(value, where or field_name)
@@ -103,7 +103,7 @@ def spaces_in(value: object) -> list[Space]:
 def resolve(value: object, choose: Callable[[Space], object]) -> object:
     """`value` with each space replaced by `choose(space)` (which may hold spaces of its own: a Choice's
     option, resolved in turn)."""
-    from daic.compiler.checking.elaborate import Built
+    from daic.compiler.checking.values import Built
 
     if isinstance(value, Space):
         return resolve(choose(value), choose)

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from daic.compiler.checking.elaborate import Built, Elaborator
+from daic.compiler.checking.elaborate import Elaborator
 from daic.compiler.checking.spaces import Space
+from daic.compiler.checking.values import Built
 from daic.compiler.constructors import REGISTRY
 from daic.dsl.format import escaped, format_dai
 from daic.dsl.parser import parse_dai

@@ -1,2 +1,3 @@
-"""The `daic` command line: `cli.py` declares the commands; each command that does more than call the
-checker has its module here (`run/` and `tune/` their folders)."""
+"""The `daic` command line: `cli.py` declares the commands; they parse options, call `daic.api` (whose
+work lives in `compiler/jobs/`), print and map failures to exit codes. Modules here hold what only the
+command line does: rendering diagnostics, tables and live displays, choosing threads."""

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 
 import click
 
-from daic.api import check_reports
-from daic.compiler.checking.check import FileReport, check_source
-from daic.compiler.checking.sources import STDIN, Source, UsageError, from_stdin
+from daic import api
+from daic.compiler.checking.check import FileReport
+from daic.compiler.checking.sources import STDIN, UsageError
 from daic.compiler.commands.render import RENDERERS
 from daic.errors import DaicError
 
@@ -20,15 +20,15 @@ def plural(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "s")
 
 
-def stdin_source(paths: tuple[str, ...], stdin_filename: str | None) -> Source | None:
-    """The source to read from standard input, when `-` is the path given (alone: it is one source)."""
+def stdin_given(paths: tuple[str, ...], stdin_filename: str | None) -> bool:
+    """Whether the source is standard input: `-` as the path given (alone: it is one source)."""
     if STDIN not in paths:
         if stdin_filename is not None:
             raise UsageError("--stdin-filename names the source read from `-`; give `-` as the path")
-        return None
+        return False
     if len(paths) > 1:
         raise UsageError("`-` (standard input) is the only path when it is given")
-    return from_stdin(sys.stdin.buffer.read(), stdin_filename)
+    return True
 
 
 @dataclass(frozen=True)
@@ -60,11 +60,10 @@ def check_command(
     """Check and report the diagnostics `selection` keeps; the exit status: 0 clean (warnings allowed but
     with `strict`), 1 errors found, 2 a usage error."""
     try:
-        source = stdin_source(paths, stdin_filename)
-        reports = [check_source(source)] if source else check_reports(*paths)
-    except UsageError as exc:
-        click.echo(f"daic: {exc.command_message}", err=True)
-        return 2
+        if stdin_given(paths, stdin_filename):
+            reports = [api.check_text(sys.stdin.buffer.read(), stdin_filename)]
+        else:
+            reports = api.check_reports(*paths)
     except DaicError as exc:
         click.echo(f"daic: {exc.command_message}", err=True)
         return 2

@@ -16,9 +16,8 @@ from typing import TYPE_CHECKING, NoReturn
 
 import click
 
-from daic.compiler.checking.check import parse_source
 from daic.compiler.checking.elaborate import did_you_mean
-from daic.compiler.checking.sources import UsageError, language_of, read
+from daic.compiler.checking.sources import UsageError
 from daic.compiler.commands import render
 from daic.compiler.commands.threads import share_out, use_threads
 from daic.dsl import diagnostics as D
@@ -30,15 +29,10 @@ if TYPE_CHECKING:  # commands that only read sources never import torch
     from daic.runtime.training.distributed import Group
 
 
-def _fail_usage(message: str) -> None:
-    click.echo(f"daic: {message}", err=True)
-    sys.exit(2)
-
-
 def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
     if not value or ctx.resilient_parsing:
         return
-    from daic.compiler.commands.about import version_text
+    from daic.compiler.jobs.about import version_text
 
     click.echo(version_text())
     ctx.exit()
@@ -144,13 +138,10 @@ def import_(model: str, out: str | None, force: bool) -> None:
 @click.argument("folder", default=".")
 def init(folder: str) -> None:
     """Write a starter network (model.net) and training scheme (train.dai) into FOLDER (default: here)."""
-    from daic.compiler.commands.starter import SCHEME, write_starter
+    from daic import api
+    from daic.compiler.jobs.starter import SCHEME
 
-    try:
-        written = write_starter(Path(folder))
-    except UsageError as exc:
-        _fail_usage(exc.command_message)
-    for path in written:
+    for path in api.init(folder):
         click.echo(f"wrote {path}")
     click.echo(f"next: daic check {folder}, then daic run {Path(folder) / SCHEME}", err=True)
 
@@ -177,31 +168,20 @@ def show(net: str, input_shape: str | None, classes: int | None) -> None:
     """Print a network's layers with their output shapes, neurons and parameters."""
     from rich.console import Console
 
-    from daic.compiler.checking.network import analyze_net
+    from daic import api
     from daic.compiler.commands.show import network_table
 
-    shape = _parse_shape(input_shape) if input_shape else None
-    try:
-        source = read(net) if language_of(net) == "net" else None
-    except UsageError as exc:
-        _fail_usage(exc.command_message)
-    if source is None:
-        _fail_usage(f"{net}: not a .net file")
-    report = parse_source(source)
-    if report.parsed is None or report.has_errors:
-        for d in report.diagnostics:
-            click.echo(render.as_text(d, report.index), err=True)
-        sys.exit(1)
-    network = analyze_net(report.parsed.tree, shape, classes)
+    network = api.describe_network(net, _parse_shape(input_shape) if input_shape else None, classes)
     if network.input_shape is not None:  # without it, every row would be `?`
         console = Console()
         if not console.is_terminal:
             console = Console(width=160)
         console.print(network_table(network, net))
+    index = _index_of(replace(network.diagnostics[0], path=net)) if network.diagnostics else None
     for d in network.diagnostics:
-        click.echo(render.as_text(replace(d, path=net), report.index), err=True)
+        click.echo(render.as_text(replace(d, path=net), index), err=True)
     if network.input_shape is None:
-        _fail_usage(f"{net}: no input shape: give --input C,H,W or an input_shape annotation")
+        raise UsageError(f"{net}: no input shape: give --input C,H,W or an input_shape annotation")
     sys.exit(1 if any(d.is_error for d in network.diagnostics) else 0)
 
 
@@ -266,7 +246,7 @@ def run(
 ) -> None:
     """Train, attack and certify a network with a training scheme."""
     use_threads(threads)  # before PyTorch starts
-    from daic.compiler.commands.run import summary_text
+    from daic.compiler.jobs.run import summary_text
 
     if nproc_per_node and nproc_per_node > 1:
         checked = partial(_check_run, scheme_file, scheme_name, net, nproc_per_node)
@@ -306,7 +286,8 @@ def _train(
     folder. An interrupt before training and an exhausted device become the DaicErrors that say what to
     do."""
     from daic import api
-    from daic.compiler.commands.run.display import RunDisplay, Silent
+    from daic.compiler.commands.run_display import RunDisplay
+    from daic.compiler.jobs.run.display import Silent
 
     try:
         plan = api.load_scheme(scheme_file, scheme_name, net)
@@ -378,7 +359,7 @@ def _join_group(device: str) -> Group:
     try:
         return join(device)
     except DistributedError as exc:
-        _fail_usage(str(exc))
+        raise UsageError(str(exc)) from None
 
 
 def _launch_workers(
@@ -396,13 +377,13 @@ def _launch_workers(
     from daic.runtime.training.distributed import DistributedError, launched_world, process_device
 
     if launched_world() > 1:
-        _fail_usage("--nproc-per-node: this process was already started by torchrun")
+        raise UsageError("--nproc-per-node: this process was already started by torchrun")
     try:
         # Source errors are reported here, once, rather than by every worker.
         check()
         process_device(device, nproc - 1, torch.cuda.device_count() if torch.cuda.is_available() else 0)
     except DistributedError as exc:
-        _fail_usage(str(exc))
+        raise UsageError(str(exc)) from None
     # torchrun would give every CPU process one thread; share the cores out instead.
     share_out(nproc)
     args = get_args_parser().parse_args(
@@ -419,7 +400,7 @@ def _launch_workers(
 
 
 def _check_run(scheme_file: str, scheme_name: str | None, net: str | None, nproc: int) -> None:
-    from daic.compiler.commands.run import plan_run
+    from daic.compiler.jobs.run import plan_run
     from daic.compiler.lower import lower_value
     from daic.runtime.training.distributed import local_batch
 
@@ -495,8 +476,8 @@ def tune(
     same command again to continue a study that was stopped, or on other machines with one --storage."""
     use_threads(threads)  # before PyTorch starts
     from daic import api
-    from daic.compiler.commands.run.display import RunDisplay
-    from daic.compiler.commands.tune import report_text
+    from daic.compiler.commands.run_display import RunDisplay
+    from daic.compiler.jobs.tune import report_text
 
     device = _device(device)
     try:
@@ -546,7 +527,7 @@ def _start_dashboard(storage: str) -> None:
 
     program = shutil.which("optuna-dashboard")
     if program is None:
-        _fail_usage("--dashboard: optuna-dashboard is not installed (pip install optuna-dashboard)")
+        raise UsageError("--dashboard: optuna-dashboard is not installed (pip install optuna-dashboard)")
     subprocess.Popen([program, storage], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     click.echo("optuna-dashboard: http://127.0.0.1:8080", err=True)
 
@@ -628,7 +609,8 @@ def verify(ctx: click.Context, **options) -> None:
     """Certify a trained network's test set image by image and keep a record of each."""
     use_threads(options["threads"])  # before PyTorch starts
     from daic import api
-    from daic.compiler.commands.verify import VerifyDisplay, default_record, print_result
+    from daic.compiler.commands.verify_output import VerifyDisplay, print_result
+    from daic.compiler.jobs.verify import default_record
 
     _check_verify_options(ctx, options)
     nproc = options["nproc_per_node"]
@@ -669,35 +651,35 @@ def _check_verify_options(ctx: click.Context, options: dict) -> None:
         typed = click.core.ParameterSource.COMMANDLINE
         given = [f"--{name.replace('_', '-')}" for name in names if ctx.get_parameter_source(name) is typed]
         if given:
-            _fail_usage(f"{', '.join(given)}: a property states its own inputs; omit these with --vnnlib")
+            raise UsageError(
+                f"{', '.join(given)}: a property states its own inputs; omit these with --vnnlib"
+            )
         return
     if options["net"] is None or options["weights"] is None:
-        _fail_usage("pass NET.net and --weights CHECKPOINT (or --vnnlib PROPERTIES)")
+        raise UsageError("pass NET.net and --weights CHECKPOINT (or --vnnlib PROPERTIES)")
     if ctx.get_parameter_source("timeout") is click.core.ParameterSource.COMMANDLINE:
-        _fail_usage(
+        raise UsageError(
             "--timeout is the time per property of --vnnlib: for a test set, give BranchAndBound(timeout=S)"
         )
 
 
 def _verify_properties(ctx: click.Context, options: dict, group: Group) -> None:
     """`daic verify --vnnlib`: one property's answer on stdout as VNN-COMP writes it, or a table of all."""
-    from daic.compiler.commands.properties import (
-        PropertySettings,
-        default_out,
-        print_properties,
-        verify_properties,
-    )
-    from daic.compiler.commands.verify import VerifyDisplay
+    from daic import api
+    from daic.compiler.commands.verify_output import VerifyDisplay, print_properties
+    from daic.compiler.jobs.properties import default_out
 
     domains = tuple(options["domains"])
     if ctx.get_parameter_source("domains") is not click.core.ParameterSource.COMMANDLINE:
         domains = None  # chosen for the network: its input box split if it has few inputs
     out = Path(options["out"] or default_out(options["vnnlib"]))
-    settings = PropertySettings(options["net"], options["weights"], options["vnnlib"], domains,
-                                options["attack"], options["timeout"], out, options["resume"])  # fmt: skip
     display = VerifyDisplay(enabled=group.is_main, unit="properties")
     try:
-        summary, rows = verify_properties(settings, group, display.update)
+        summary, rows = api.verify_properties(
+            options["vnnlib"], options["net"], weights=options["weights"], domains=domains,
+            attack=options["attack"], timeout=options["timeout"], out=out, resume=options["resume"],
+            display=display.update, group=group,
+        )  # fmt: skip
     except KeyboardInterrupt:
         display.close()
         click.echo(f"daic: interrupted; what was decided is in {out}: continue with --resume", err=True)
@@ -754,38 +736,20 @@ def export(
 ) -> None:
     """Write the trained concrete network as ONNX (checked, and compared with onnxruntime), and the
     robustness of each test image as a VNN-LIB property, for the verifiers of VNN-COMP."""
-    from daic.api import export_onnx
-    from daic.compiler.commands.weights import certified_epsilon, load_trained
-    from daic.compiler.exchange.vnnlib_out import check_properties_folder, write_properties
-    from daic.compiler.lower import lower_dataset
+    from daic import api
 
-    if onnx_path is None and vnnlib_dir is None:
-        _fail("export: pass --onnx FILE, --vnnlib DIR, or both", 2)
-    model, state, built, network = load_trained(net, weights, dataset)
-    if vnnlib_dir is not None:  # the data, radius and folder first: a mistake there writes nothing
-        epsilon = certified_epsilon(state, eps)
-        data = lower_dataset(built).load(data_root, download)
-        check_properties_folder(Path(vnnlib_dir), None if onnx_path is None else Path(onnx_path))
-    if onnx_path is not None:
-        difference = export_onnx(model, network.input_shape, Path(onnx_path))
-        message = f"wrote {onnx_path} (onnx checker passed"
-        click.echo(
-            message + (f"; onnxruntime matches PyTorch within {difference:.2g})" if difference >= 0 else ")")
-        )
+    written = api.export(
+        net, weights, onnx=onnx_path, vnnlib=vnnlib_dir, eps=eps, dataset=dataset, data=data_root,
+        download=download, limit=limit, timeout=timeout,
+    )  # fmt: skip
+    if written.onnx is not None:
+        gap = written.difference
+        matched = f"; onnxruntime matches PyTorch within {gap:.2g}" if gap >= 0 else ""
+        click.echo(f"wrote {written.onnx} (onnx checker passed{matched})")
     if vnnlib_dir is not None:
-        n = min(limit or len(data.test_y), len(data.test_y))
-        images = data.test_x[:n].double().flatten(1).tolist()
-        written = write_properties(
-            Path(vnnlib_dir), images, data.test_y[:n].tolist(), data.classes, epsilon, data.value_range,
-            f"the {built.decl.name} test set", None if onnx_path is None else Path(onnx_path), timeout,
-        )  # fmt: skip
-        also = " and instances.csv" if onnx_path is not None else ""
-        click.echo(f"wrote {len(written)} VNN-LIB properties (eps {epsilon:g}){also} to {vnnlib_dir}")
-
-
-def _fail(message: str, code: int = 1) -> None:
-    click.echo(f"daic: {message}", err=True)
-    sys.exit(code)
+        also = " and instances.csv" if written.instances is not None else ""
+        count = len(written.properties)
+        click.echo(f"wrote {count} VNN-LIB properties (eps {written.epsilon:g}){also} to {vnnlib_dir}")
 
 
 def _device(name: str) -> str:
@@ -799,12 +763,14 @@ def _device(name: str) -> str:
         device = None
     if device is None or device.type not in ("cpu", "cuda"):
         # The runtime is built and tested on these two; others (mps, xpu, meta) fail deep in a run.
-        _fail_usage(f"--device {name!r}: daic runs on cpu, cuda or cuda:N")
+        raise UsageError(f"--device {name!r}: daic runs on cpu, cuda or cuda:N")
     if device.type == "cuda":
         if not torch.cuda.is_available():
-            _fail_usage(f"--device {name}: no CUDA device is available")
+            raise UsageError(f"--device {name}: no CUDA device is available")
         if device.index is not None and device.index >= torch.cuda.device_count():
-            _fail_usage(f"--device {name}: there are {torch.cuda.device_count()} CUDA devices (cuda:0 ...)")
+            raise UsageError(
+                f"--device {name}: there are {torch.cuda.device_count()} CUDA devices (cuda:0 ...)"
+            )
     return name
 
 
@@ -840,7 +806,7 @@ def doc(name: str | None) -> None:
     if text is None:
         hint = did_you_mean(name, documented_names(REGISTRY))
         what = f"no constructor or scheme field {name!r}"
-        _fail_usage(what + (f"; {hint}" if hint else "; `daic doc` lists them"))
+        raise UsageError(what + (f"; {hint}" if hint else "; `daic doc` lists them"))
     click.echo(text)
 
 
@@ -849,7 +815,7 @@ def doc(name: str | None) -> None:
 def explain(code: str | None) -> None:
     """Explain a diagnostic code: why it is reported, with an example (or list them all)."""
     from daic.compiler.checking.codes import every_code
-    from daic.compiler.commands.explain import explain as explanation
+    from daic.compiler.explain import explain as explanation
 
     codes = every_code()
     if code is None:
@@ -858,5 +824,5 @@ def explain(code: str | None) -> None:
         return
     match = next((c for c in codes if c.id == code.upper()), None)
     if match is None:
-        _fail_usage(f"unknown code {code!r}; `daic explain` lists them")
+        raise UsageError(f"unknown code {code!r}; `daic explain` lists them")
     click.echo(explanation(match))

@@ -11,9 +11,9 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-from daic import __version__
 from daic.dsl.diagnostics import Code, Diagnostic
 from daic.dsl.source import LineIndex
+from daic.version import __version__
 
 # The source text of a diagnostic's file, for the formats that show the line (None: not shown).
 IndexOf = Callable[[Diagnostic], LineIndex | None]

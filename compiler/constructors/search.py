@@ -10,7 +10,7 @@ from __future__ import annotations
 from daic.compiler.registry import Category, Constructor, Param, SpaceFacts
 from daic.compiler.types import ANY, BOOL, FLOAT, INT, PRUNER, SAMPLER, STUDY, TEST, ListOf
 
-TUNE = "daic.compiler.commands.tune.optuna_parts:"
+TUNE = "daic.compiler.jobs.tune.optuna_parts:"
 
 SPACES = [
     Constructor(

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from daic.compiler.checking.network import Network, analyze_net
-from daic.compiler.exchange.onnx_in import ImportedBlock, ImportedNetwork, ImportFailure, Item, read_onnx
+from daic.compiler.exchange.onnx_in import read_onnx
+from daic.compiler.exchange.onnx_nodes import ImportedBlock, ImportedNetwork, ImportFailure, Item
 from daic.compiler.lower import lower_network
 from daic.dsl.parser import parse_net
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from daic.compiler.exchange.onnx_in import (
+from daic.compiler.exchange.onnx_nodes import (
     ImportedLayer,
     ImportFailure,
     Item,

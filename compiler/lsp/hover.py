@@ -8,9 +8,10 @@ from pathlib import Path
 
 from lsprotocol import types as T
 
-from daic.compiler.checking.elaborate import UNKNOWN, Built, Symbol
+from daic.compiler.checking.elaborate import Symbol
 from daic.compiler.checking.network import BlockNode, LayerNode, Network, hwc, walk
 from daic.compiler.checking.program import Module, SchemeInfo
+from daic.compiler.checking.values import UNKNOWN, Built
 from daic.compiler.constructors import REGISTRY
 from daic.compiler.lsp import scope
 from daic.compiler.lsp.cursor import context, followed_by_equals, previous_token, word_at

@@ -25,7 +25,6 @@ from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
 from pygls.uris import from_fs_path, to_fs_path, uri_scheme
 
-from daic import __version__
 from daic.compiler.checking.program import path_key
 from daic.compiler.lsp import (
     code_actions,
@@ -43,6 +42,7 @@ from daic.compiler.lsp.diagnostics import lsp_diagnostics
 from daic.compiler.lsp.documents import Analyses, Analysis, document_for
 from daic.compiler.lsp.markup import client_kind
 from daic.compiler.lsp.positions import PositionMap
+from daic.version import __version__
 
 logger = logging.getLogger("daic.lsp")
 

@@ -65,7 +65,7 @@ def test_every_cnn7_run_of_the_gpu_script_checks_with_its_network():
         from gpu import CNN7_SCHEMES
     finally:
         sys.path.remove(str(ROOT / "bench"))
-    from daic.compiler.commands.run import plan_run
+    from daic.compiler.jobs.run import plan_run
 
     assert len(CNN7_SCHEMES) == 16
     for scheme, net in CNN7_SCHEMES.items():

@@ -34,9 +34,7 @@ def test_declarations_are_documented_and_unique():
         if decl.category in (Category.SPACE, Category.STUDY):
             assert decl.target is None, decl.name  # values and fields the compiler's tuner reads itself
         elif decl.category in (Category.SAMPLER, Category.PRUNER):
-            assert decl.target and decl.target.startswith("daic.compiler.commands.tune.optuna_parts:"), (
-                decl.name
-            )
+            assert decl.target and decl.target.startswith("daic.compiler.jobs.tune.optuna_parts:"), decl.name
         elif decl.category is not Category.BLOCK:
             assert decl.target and ":" in decl.target and decl.target.startswith("daic.runtime."), decl.name
 

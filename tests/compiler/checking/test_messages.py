@@ -104,7 +104,7 @@ def test_image_folder_shapes_come_from_its_arguments(tmp_path):
     """ImageFolder's images are [size, size, 3] (1 channel with grey=True) and its classes are written: the
     network is checked against them, and the runtime's loader is handed them."""
     from daic.compiler.checking.check import check_path
-    from daic.compiler.commands.run import plan_run
+    from daic.compiler.jobs.run import plan_run
     from daic.compiler.lower import lower_value
 
     report = check_path(str(_image_folder_scheme(tmp_path)))
@@ -138,8 +138,8 @@ def test_a_network_trained_on_an_image_folder_is_verified_with_its_arguments(tmp
     from PIL import Image
 
     from daic.compiler.commands.cli import main
-    from daic.compiler.commands.run import plan_run
-    from daic.compiler.commands.run.plan import lowered
+    from daic.compiler.jobs.run import plan_run
+    from daic.compiler.jobs.run.plan import lowered
 
     for split in ("train", "test"):
         for label, name in enumerate(("cat", "dog")):

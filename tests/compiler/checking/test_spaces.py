@@ -3,9 +3,9 @@ written space, shared through a let), and the scheme with chosen values in their
 
 from __future__ import annotations
 
-from daic.compiler.checking.elaborate import Built
 from daic.compiler.checking.program import Program
 from daic.compiler.checking.spaces import Space, named_spaces, resolve, spaces_in
+from daic.compiler.checking.values import Built
 from daic.compiler.types import FLOAT, GOAL, INT
 
 SOURCE = """let lr = LogRange(1e-4, 1e-2)

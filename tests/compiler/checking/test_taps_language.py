@@ -9,7 +9,7 @@ import torch
 
 from daic.compiler.checking import codes as C
 from daic.compiler.checking.network import analyze_net
-from daic.compiler.commands.run import plan_run
+from daic.compiler.jobs.run import plan_run
 from daic.compiler.lower import lower_network, lower_value
 from daic.dsl.parser import parse_net
 from daic.runtime import TAPS

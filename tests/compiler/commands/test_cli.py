@@ -189,7 +189,7 @@ def test_run_failures_before_and_outside_training_are_messages(tmp_path, monkeyp
     def fail(*args, **kwargs):
         raise raised
 
-    monkeypatch.setattr("daic.compiler.commands.run.execute", fail)
+    monkeypatch.setattr("daic.compiler.jobs.run.execute", fail)
     scheme = EXAMPLES / "quickstart.dai"
     result = CliRunner().invoke(main, ["run", str(scheme), "--out", str(tmp_path / "r")])
     assert result.exit_code == code

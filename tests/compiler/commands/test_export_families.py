@@ -13,10 +13,10 @@ import onnx
 import pytest
 from onnx import numpy_helper
 
-from daic.compiler.checking.elaborate import Built
-from daic.compiler.commands.run.plan import load_network
-from daic.compiler.commands.weights import export_onnx
+from daic.compiler.checking.values import Built
 from daic.compiler.constructors import REGISTRY
+from daic.compiler.jobs.run.plan import load_network
+from daic.compiler.jobs.weights import export_onnx
 from daic.compiler.lower import lower_network
 
 NETS = Path(str(resources.files("daic.stdlib"))) / "nets"

@@ -20,7 +20,7 @@ from click.testing import CliRunner
 from daic.compiler.checking.network import analyze_net
 from daic.compiler.checking.program import Program
 from daic.compiler.commands.cli import main
-from daic.compiler.commands.run import execute, plan_run
+from daic.compiler.jobs.run import execute, plan_run
 from daic.compiler.lower import lower_network, lower_value
 from daic.dsl.parser import parse_net
 from daic.errors import DaicError
@@ -415,7 +415,7 @@ def test_resnet34_completes_an_epoch_on_cpu(tmp_path, monkeypatch):
 def test_the_standard_librarys_taps_schemes_split_cnn7_where_ctbench_does():
     """TAPS's schemes in `stdlib/methods.dai` name a CNN7 with the split where CTBench's MNIST scripts put it
     (after the third convolution block at eps 0.1, the fourth at 0.3) and train with its settings."""
-    from daic.compiler.commands.run import plan as run_plan
+    from daic.compiler.jobs.run import plan as run_plan
     from daic.runtime.layers.activation import ReLU
     from daic.runtime.layers.taps import TAPS
 
@@ -437,7 +437,7 @@ def test_the_mnist_methods_example_lowers_every_scheme_to_its_goal_and_network()
     """`examples/mnist_methods.dai` (the MNIST tables of docs/training.md) plans and lowers each of its
     schemes: the ConvSmall of 89,606 parameters (TAPS's split adds none), or ConvBig's or CNN7's, each
     method's goal as written."""
-    from daic.compiler.commands.run import plan as run_plan
+    from daic.compiler.jobs.run import plan as run_plan
     from daic.runtime.layers.taps import TAPS
 
     path = str(EXAMPLES / "mnist_methods.dai")

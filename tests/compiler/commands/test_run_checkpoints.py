@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from daic.compiler.commands.cli import main
-from daic.compiler.commands.run import execute, plan_run
+from daic.compiler.jobs.run import execute, plan_run
 from tests.compiler.commands.test_run import DIGITS_SCHEME, STDLIB, Quiet
 from tests.compiler.commands.test_run_folder import zero_inside_the_weights
 

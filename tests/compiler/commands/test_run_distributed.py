@@ -15,8 +15,8 @@ import torch
 from click.testing import CliRunner
 
 from daic.compiler.commands.cli import main
-from daic.compiler.commands.run import execute, plan_run
-from daic.compiler.commands.run.display import Silent
+from daic.compiler.jobs.run import execute, plan_run
+from daic.compiler.jobs.run.display import Silent
 
 STDLIB = Path(str(resources.files("daic.stdlib")))
 

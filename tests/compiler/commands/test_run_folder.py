@@ -10,7 +10,7 @@ import torch
 from click.testing import CliRunner
 
 from daic.compiler.commands.cli import main
-from daic.compiler.commands.run import execute, plan_run
+from daic.compiler.jobs.run import execute, plan_run
 from daic.errors import DaicError
 from tests.compiler.commands.test_run import DIGITS_SCHEME, STDLIB, Quiet
 from tests.runtime.test_checkpoint import fill_disk_after

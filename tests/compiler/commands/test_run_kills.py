@@ -1,7 +1,7 @@
 """A run killed at any point of its start-up or of an epoch (SIGKILL or SIGTERM, in a real process) leaves a
 folder that the same command, or --resume, continues to the numbers of an uninterrupted run.
 
-The run stops itself at a named point (`DAIC_STOP_AT`, compiler/commands/run/stops.py), so that every gap
+The run stops itself at a named point (`DAIC_STOP_AT`, compiler/jobs/run/stops.py), so that every gap
 between two writes is hit exactly; then the folder is continued both ways, from two copies of it.
 """
 
@@ -19,7 +19,7 @@ import torch
 from click.testing import CliRunner
 
 from daic.compiler.commands.cli import main
-from daic.compiler.commands.run.stops import STOP_POINTS, STOP_VARIABLE
+from daic.compiler.jobs.run.stops import STOP_POINTS, STOP_VARIABLE
 from tests.compiler.commands.test_run import DIGITS_SCHEME, STDLIB
 
 # Where a kill leaves a folder whose first epoch is saved: only --resume continues it. (SIGTERM while a

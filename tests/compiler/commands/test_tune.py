@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from daic.compiler.commands.cli import main
-from daic.compiler.commands.run.stops import STOP_VARIABLE
+from daic.compiler.jobs.run.stops import STOP_VARIABLE
 from tests.compiler.commands.test_run import STDLIB
 
 STUDY = """let lr = LogRange(1e-3, 1e-2)
@@ -222,8 +222,8 @@ def test_two_workers_share_one_sqlite_storage(tmp_path):
 
 
 def test_a_trial_of_a_choice_of_networks_names_the_chosen_file_from_the_study_folder(tmp_path):
-    from daic.compiler.commands.tune.plan import plan_study
-    from daic.compiler.commands.tune.trial import trial_fields
+    from daic.compiler.jobs.tune.plan import plan_study
+    from daic.compiler.jobs.tune.trial import trial_fields
 
     (tmp_path / "nets").mkdir()
     for name in ("a.net", "b.net"):
@@ -252,8 +252,7 @@ def test_workers_opening_a_new_storage_at_once_all_get_it(tmp_path):
     of two workers failed with `UNIQUE constraint failed: alembic_version.version_num` before)."""
     url = f"sqlite:///{tmp_path / 'new.db'}"
     opening = (
-        "from daic.compiler.commands.tune.study import _storage; import sys; "
-        "_storage(sys.argv[1]); print('ok')"
+        "from daic.compiler.jobs.tune.study import _storage; import sys; _storage(sys.argv[1]); print('ok')"
     )
     workers = [
         subprocess.Popen([sys.executable, "-c", opening, url], stdout=subprocess.PIPE, text=True)

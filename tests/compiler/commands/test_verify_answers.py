@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from daic.compiler.commands.properties import Instance, Networks, decide, default_domains
-from daic.compiler.commands.verify import cascade_of
 from daic.compiler.exchange.vnnlib_in import parse_property
+from daic.compiler.jobs.properties import Instance, Networks, decide, default_domains
+from daic.compiler.jobs.verify import cascade_of
 
 torch.set_num_threads(1)
 SIZES = (3, 8, 8, 2)

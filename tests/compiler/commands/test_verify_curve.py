@@ -9,7 +9,7 @@ import json
 from click.testing import CliRunner
 
 from daic.compiler.commands.cli import main
-from daic.compiler.commands.curve import middle_first, radii
+from daic.compiler.jobs.curve import middle_first, radii
 from tests.compiler.commands.test_verify_command import NET, rows, weights  # noqa: F401 - the module's fixture
 
 CASCADE = ["--domain", "box", "--domain", "crown"]

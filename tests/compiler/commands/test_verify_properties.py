@@ -16,8 +16,8 @@ import torch
 from click.testing import CliRunner
 
 from daic.compiler.commands.cli import main
-from daic.compiler.commands.properties import Instance, Networks, decide
 from daic.compiler.exchange.vnnlib_in import parse_property
+from daic.compiler.jobs.properties import Instance, Networks, decide
 from daic.runtime.certification.certify import Step
 from daic.runtime.certification.verification import BoxBound
 
@@ -270,7 +270,7 @@ def test_an_instance_that_cannot_be_imported_is_its_own_error_and_the_others_are
 
 
 def test_the_default_cascade_bounds_by_crown_before_branch_and_bound_on_a_small_network(tmp_path):
-    from daic.compiler.commands.properties import default_domains
+    from daic.compiler.jobs.properties import default_domains
 
     generator = np.random.default_rng(0)
     shapes = {"w": (16, 64), "b": (16,), "v": (2, 16), "c": (2,)}

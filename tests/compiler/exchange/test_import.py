@@ -14,9 +14,9 @@ from click.testing import CliRunner
 from torch import nn
 
 from daic.compiler.commands.cli import main
-from daic.compiler.commands.run.plan import lowered, plan_run
-from daic.compiler.commands.weights import export_onnx, load_trained
 from daic.compiler.exchange.imported import import_onnx
+from daic.compiler.jobs.run.plan import lowered, plan_run
+from daic.compiler.jobs.weights import export_onnx, load_trained
 from daic.compiler.lower import lower_network
 from tests.compiler.commands.test_verify_command import NET, weights  # noqa: F401 - the module's fixture
 

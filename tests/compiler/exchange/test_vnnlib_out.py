@@ -10,8 +10,8 @@ from fractions import Fraction
 import pytest
 import torch
 
-from daic.compiler.commands.weights import load_trained
 from daic.compiler.exchange.vnnlib_out import decimal
+from daic.compiler.jobs.weights import load_trained
 from daic.compiler.lower import lower_dataset
 from tests.compiler.commands.test_run_checkpoints import FFNN, checkpoint, daic  # noqa: F401  (checkpoint: a fixture)
 

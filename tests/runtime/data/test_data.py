@@ -13,7 +13,7 @@ import torch
 import torchvision.datasets as tvd
 from PIL import Image
 
-from daic.compiler.checking.elaborate import Built
+from daic.compiler.checking.values import Built
 from daic.compiler.constructors import REGISTRY
 from daic.compiler.lower import lower_value
 from daic.runtime.data.augment import HorizontalFlip, RandomCrop

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from daic.compiler.commands.run.plan import lowered, plan_run
+from daic.compiler.jobs.run.plan import lowered, plan_run
 from daic.runtime.training.trainer import Trainer
 from tests.paths import ROOT
 

@@ -9,11 +9,12 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from daic.compiler.checking.check import check_source
-from daic.compiler.checking.elaborate import Built, did_you_mean
+from daic.compiler.checking.elaborate import did_you_mean
 from daic.compiler.checking.network import Network, analyze_for_data
 from daic.compiler.checking.program import Module, Program, SchemeInfo
 from daic.compiler.checking.sources import language_of, read
 from daic.compiler.checking.spaces import named_spaces
+from daic.compiler.checking.values import Built
 from daic.compiler.constructors import SCHEME_DECL
 from daic.compiler.lower import lower_network, lower_value
 from daic.dsl import ast as A
@@ -148,7 +149,7 @@ def _start_from(model: nn.Module, plan: Plan, weights: str) -> None:
     """The scheme's `weights`: the checkpoint's network weights loaded into the network to train."""
     from pathlib import Path
 
-    from daic.compiler.commands.weights import read_checkpoint, weights_mismatch
+    from daic.compiler.jobs.checkpoints import read_checkpoint, weights_mismatch
 
     path = Path(plan.scheme_path).parent / weights
     where = f"scheme {plan.scheme.node.name}: `weights`"

@@ -13,8 +13,8 @@ The package holds the run's parts: `plan` (checking and resolving the sources, a
 (the epochs), `report` (the summary and the plot), and `stops` (named points where tests stop a run).
 """
 
-from daic.compiler.commands.run.loop import execute
-from daic.compiler.commands.run.plan import Plan, lowered, plan_run
-from daic.compiler.commands.run.report import plot_metrics, summarize, summary_text
+from daic.compiler.jobs.run.loop import execute
+from daic.compiler.jobs.run.plan import Plan, lowered, plan_run
+from daic.compiler.jobs.run.report import plot_metrics, summarize, summary_text
 
 __all__ = ["Plan", "execute", "lowered", "plan_run", "plot_metrics", "summarize", "summary_text"]

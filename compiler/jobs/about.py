@@ -14,7 +14,7 @@ import platform
 import subprocess
 from pathlib import Path
 
-from daic import __version__
+from daic.version import __version__
 
 
 def environment() -> dict[str, str | None]:

@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from daic.compiler.commands.run.folder import RunFolder, State
-from daic.compiler.commands.run.plan import Plan, lowered
-from daic.compiler.commands.run.report import write_report
-from daic.compiler.commands.run.start import identity, open_run, restore
-from daic.compiler.commands.run.stops import stop_point
+from daic.compiler.jobs.run.folder import RunFolder, State
+from daic.compiler.jobs.run.plan import Plan, lowered
+from daic.compiler.jobs.run.report import write_report
+from daic.compiler.jobs.run.start import identity, open_run, restore
+from daic.compiler.jobs.run.stops import stop_point
 from daic.errors import DaicError
 
 if TYPE_CHECKING:
@@ -73,7 +73,7 @@ def execute(
     seed: int | None = None,
     on_epoch: Callable[[dict], None] | None = None,
 ) -> dict:
-    """Train and evaluate; returns the summary. `display` receives progress (see cli.RunDisplay).
+    """Train and evaluate; returns the summary. `display` receives progress (`display.Display`).
     `on_epoch` sees each epoch's row once it is saved (`daic tune` reports evaluations to its pruner);
     an exception it raises stops the run there, the folder resumable as after an interrupt.
 
@@ -84,7 +84,7 @@ def execute(
     """
     import torch
 
-    from daic.compiler.commands.run.display import Silent
+    from daic.compiler.jobs.run.display import Silent
     from daic.runtime.training.distributed import Group
 
     group = group or Group(device=torch.device(device))
@@ -230,7 +230,7 @@ def _session(group: Group, amp: str | None) -> dict[str, Any]:
     """What run.json records of the process that runs (or resumes) the run."""
     import torch
 
-    from daic.compiler.commands.about import environment
+    from daic.compiler.jobs.about import environment
     from daic.runtime import native
 
     on_cpu = group.device.type == "cpu"

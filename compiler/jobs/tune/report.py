@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from daic.compiler.commands.run import plan_run
-from daic.compiler.commands.run.retest import retest
-from daic.compiler.commands.tune.plan import StudyPlan
-from daic.compiler.commands.tune.trial import objective_columns, trial_name
+from daic.compiler.jobs.run import plan_run
+from daic.compiler.jobs.run.retest import retest
+from daic.compiler.jobs.tune.plan import StudyPlan
+from daic.compiler.jobs.tune.trial import objective_columns, trial_name
 
 STATES = {"COMPLETE": "complete", "PRUNED": "pruned", "FAIL": "cut short", "RUNNING": "running"}
 

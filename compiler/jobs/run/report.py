@@ -6,7 +6,7 @@ import io
 import json
 from collections.abc import Sequence
 
-from daic.compiler.commands.run.folder import RunFolder
+from daic.compiler.jobs.run.folder import RunFolder
 from daic.errors import DaicError
 
 

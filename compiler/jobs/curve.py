@@ -17,10 +17,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from daic.compiler.jobs.verify import Record, Settings, certify_radius, prepare
+from daic.compiler.jobs.weights import certified_epsilon
 from daic.errors import DaicError
 
 if TYPE_CHECKING:
-    from daic.compiler.commands.verify import Settings
     from daic.runtime.training.distributed import Group
 
 RANGE = re.compile(r"^\s*([^:]+):([^:]+):(\d+)\s*$")
@@ -131,9 +132,6 @@ def verify_curve(
 ) -> list[dict[str, Any]]:
     """Certifies every radius (each its own record, resumable), middle first; returns their summaries in
     increasing radius, and writes the curve's figure and figures beside `settings.out`."""
-    from daic.compiler.commands.verify import Record, certify_radius, prepare
-    from daic.compiler.commands.weights import certified_epsilon
-
     if group.active:
         raise DaicError(
             "a curve of several --eps runs in one process: leave out --nproc-per-node", exit_code=2

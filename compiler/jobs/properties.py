@@ -28,8 +28,8 @@ from daic.errors import DaicError
 if TYPE_CHECKING:
     from torch import Tensor
 
-    from daic.compiler.commands.property_witnesses import Float32Network
-    from daic.compiler.exchange.onnx_in import ImportedNetwork
+    from daic.compiler.exchange.onnx_nodes import ImportedNetwork
+    from daic.compiler.jobs.property_witnesses import Float32Network
     from daic.runtime.training.distributed import Group
 
 ANSWERS = {"verified": "unsat", "falsified": "sat", "unknown": "unknown", "error": "error"}
@@ -161,7 +161,7 @@ class Networks:
     def _load(self, net: str) -> Certifier:
         import torch
 
-        from daic.compiler.commands.verify import _sha256
+        from daic.compiler.jobs.verify import _sha256
 
         source = None
         if net.endswith(".onnx"):
@@ -173,12 +173,12 @@ class Networks:
         elif self.weights is None:
             raise DaicError(f"{net}: pass its weights with --weights (a checkpoint)", exit_code=2)
         else:
-            from daic.compiler.commands.weights import load_without_data
+            from daic.compiler.jobs.weights import load_without_data
 
             model, state, network = load_without_data(net, self.weights)
             shape, relu = network.input_shape, state.get("relu", "hybrid")
             identity = {"net": str(Path(net).resolve()), "weights_sha256": _sha256(self.weights)}
-        from daic.compiler.commands.property_witnesses import Float32Network
+        from daic.compiler.jobs.property_witnesses import Float32Network
 
         checker = Float32Network.of(model, source)
         model = copy.deepcopy(model).to(self.device).double().eval()
@@ -191,7 +191,7 @@ class Networks:
 
 def _onnx(path: str):
     from daic.compiler.exchange.imported import import_onnx
-    from daic.compiler.exchange.onnx_in import ImportFailure
+    from daic.compiler.exchange.onnx_nodes import ImportFailure
 
     try:
         imported = import_onnx(path)
@@ -206,7 +206,7 @@ def decide(
     """The answer for one property: its row of the record. `sat` only with a witness `Satisfies` admits;
     `timeout` when a search ran out of time, `unknown` when the cascade ended before (``reason`` says
     why); the margin is a lower bound over the box (the least of its cases'), never a point's value."""
-    from daic.compiler.commands.property_witnesses import Satisfies
+    from daic.compiler.jobs.property_witnesses import Satisfies
 
     _check_sizes(instance, prop, certifier)
     started = time.perf_counter()
@@ -383,7 +383,7 @@ def verify_properties(settings: PropertySettings, group: Group, display) -> tupl
     """Certifies the properties (this process's share), and returns the summary of the record and its
     rows. In a folder or an instances file, an instance that cannot be read, imported or decided is that
     instance's `error`; a single property's problem is the command's message."""
-    from daic.compiler.commands.verify import Record
+    from daic.compiler.jobs.verify import Record
 
     todo = instances(settings.target, settings.net, settings.timeout)
     networks = Networks(settings.weights, group.device)
@@ -420,7 +420,7 @@ class Cascades:
     made: dict[int, list] = field(default_factory=dict)
 
     def of(self, certifier: Certifier) -> list:
-        from daic.compiler.commands.verify import cascade_of
+        from daic.compiler.jobs.verify import cascade_of
 
         if id(certifier) not in self.made:
             self.made[id(certifier)] = cascade_of(self.domains or default_domains(certifier), self.attack)
@@ -480,36 +480,3 @@ def summarize(rows: list[dict[str, Any]], identity: dict[str, Any]) -> dict[str,
         "errors": results.get("error", 0),
         "seconds_per_property": sum(row["seconds"] for row in rows) / max(1, len(rows)),
     }
-
-
-def print_properties(
-    summary: dict[str, Any], rows: list[dict[str, Any]], out: Path, output_format: str
-) -> None:
-    """One property: its answer as VNN-COMP writes it on stdout. Several: a table of the answers (or, with
-    `json`, the summary). The record's path on stderr."""
-    import json
-    import sys
-
-    from rich.console import Console
-    from rich.table import Table
-
-    if output_format == "json":
-        print(json.dumps({**summary, "record": str(out)}, indent=2))
-    elif len(rows) == 1 and summary["properties"] == 1:
-        sys.stdout.write(vnncomp_text(rows[0]))
-        how = f" by {rows[0]['domain']}" if rows[0]["domain"] else ""
-        print(
-            f"{rows[0]['property']}: {rows[0]['result']}{how} in {rows[0]['seconds']:.3g} s", file=sys.stderr
-        )
-    else:
-        table = Table(title=f"{summary['properties']:,} properties; cascade {' > '.join(summary['cascade'])}")
-        table.add_column("result")
-        table.add_column("count", justify="right")
-        n = max(1, summary["properties"])
-        for answer in ("unsat", "sat", "timeout", "unknown"):
-            table.add_row(answer, f"{summary[answer]:,} ({100 * summary[answer] / n:.2f}%)")
-        if summary["errors"]:
-            table.add_row("error", f"{summary['errors']:,} ({100 * summary['errors'] / n:.2f}%)")
-        table.add_row("s/property", f"{summary['seconds_per_property']:.4f}")
-        Console(soft_wrap=True).print(table)
-    print(f"record: {out}", file=sys.stderr)

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from daic.compiler.commands.run.folder import RunFolder
-from daic.compiler.commands.run.loop import load_data
-from daic.compiler.commands.run.plan import Plan, lowered
-from daic.compiler.commands.run.start import restore
+from daic.compiler.jobs.run.folder import RunFolder
+from daic.compiler.jobs.run.loop import load_data
+from daic.compiler.jobs.run.plan import Plan, lowered
+from daic.compiler.jobs.run.start import restore
 from daic.errors import DaicError
 
 
@@ -17,7 +17,7 @@ def retest(plan: Plan, out: Path, data_root: str | None, device: str) -> dict[st
     holds: each test's column and its percentage."""
     import torch
 
-    from daic.compiler.commands.weights import read_checkpoint
+    from daic.compiler.jobs.checkpoints import read_checkpoint
     from daic.runtime.training.distributed import Group
     from daic.runtime.training.trainer import Trainer
 

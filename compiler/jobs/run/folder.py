@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from daic.compiler.checking.sources import RUN_RECORD
-from daic.compiler.commands.run.plan import Plan
-from daic.compiler.commands.run.stops import stop_point
+from daic.compiler.jobs.run.plan import Plan
+from daic.compiler.jobs.run.stops import stop_point
 from daic.dsl import ast as A
 from daic.dsl.format import format_tree
 from daic.errors import DaicError

@@ -27,9 +27,9 @@ from daic.runtime.certification.witness import Witnesses, output_bounds
 if TYPE_CHECKING:
     from torch import nn
 
-    from daic.compiler.commands.properties import Certifier
-    from daic.compiler.exchange.onnx_in import ImportedNetwork
+    from daic.compiler.exchange.onnx_nodes import ImportedNetwork
     from daic.compiler.exchange.vnnlib_in import Property, Region
+    from daic.compiler.jobs.properties import Certifier
 
 ONNXRUNTIME = "onnxruntime float32"
 TORCH = "torch float32"

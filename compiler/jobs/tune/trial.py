@@ -13,9 +13,9 @@ from pathlib import Path
 from daic.compiler.checking.program import stdlib_net
 from daic.compiler.checking.spaces import Space, resolve
 from daic.compiler.checking.written import scheme_text, value_text
-from daic.compiler.commands.run import execute, plan_run
-from daic.compiler.commands.tune.plan import StudyPlan
 from daic.compiler.constructors import SCHEME_DECL
+from daic.compiler.jobs.run import execute, plan_run
+from daic.compiler.jobs.tune.plan import StudyPlan
 from daic.compiler.lower import lower_value
 from daic.compiler.types import INT
 

@@ -13,10 +13,12 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from daic.compiler.commands.run.report import test_results
+from daic.compiler.jobs.run.report import test_results
 
 
 class RunDisplay:
+    """A run's display (`jobs.run.display.Display`) on a terminal or in a log."""
+
     def __init__(self, console: Console | None = None, processes: int = 1) -> None:
         self.console = console or Console(soft_wrap=True, highlight=False)
         self.processes = processes
@@ -125,29 +127,3 @@ class RunDisplay:
         if self.progress_bar is not None:
             self.progress_bar.stop()
             self.progress_bar = None
-
-
-class Silent:
-    """The display of every process but rank 0 under distributed training: rank 0 alone shows the run."""
-
-    def start(self, plan, scheme, data, start_epoch: int, history: list[dict]) -> None:
-        pass
-
-    def progress(self, epoch: int, epochs: int) -> None:
-        """No callback, so the trainer reads nothing back from the device for display."""
-        return None
-
-    def evaluation(self, epoch: int, images: int, epsilon: float) -> None:
-        pass
-
-    def evaluating(self, column: str, done: int, total: int) -> None:
-        pass
-
-    def epoch_done(self, row: dict) -> None:
-        pass
-
-    def interrupted(self, out: Path) -> None:
-        pass
-
-    def finish(self) -> None:
-        pass

@@ -17,9 +17,9 @@ import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from daic.compiler.commands.tune.optuna_parts import GridError
-from daic.compiler.commands.tune.plan import StudyPlan
-from daic.compiler.commands.tune.trial import TrialSettings, option_labels, run_trial
+from daic.compiler.jobs.tune.optuna_parts import GridError
+from daic.compiler.jobs.tune.plan import StudyPlan
+from daic.compiler.jobs.tune.trial import TrialSettings, option_labels, run_trial
 from daic.compiler.lower import load_target
 from daic.compiler.types import INT
 from daic.errors import DaicError

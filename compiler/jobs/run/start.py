@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from daic.compiler.commands.about import git_commit
-from daic.compiler.commands.run.folder import RunFolder, State, source_copies
-from daic.compiler.commands.run.plan import Plan, changes, definition
-from daic.compiler.commands.run.stops import stop_point
+from daic.compiler.jobs.about import git_commit
+from daic.compiler.jobs.run.folder import RunFolder, State, source_copies
+from daic.compiler.jobs.run.plan import Plan, changes, definition
+from daic.compiler.jobs.run.stops import stop_point
 from daic.errors import DaicError
 
 if TYPE_CHECKING:
@@ -71,7 +71,7 @@ def _refuse_other_sources(folder: RunFolder, record: dict, plan: Plan, scheme: S
 def _resumable(folder: RunFolder, plan: Plan, scheme: Scheme) -> dict[str, Any]:
     """The folder's checkpoint, if it is one of this scheme's runs (the same scheme, data set, seed and
     optimizer: a checkpoint of another would load, or half load, and train on as something else)."""
-    from daic.compiler.commands.weights import read_checkpoint
+    from daic.compiler.jobs.checkpoints import read_checkpoint
 
     path = folder.checkpoint
     state = read_checkpoint(
@@ -93,7 +93,7 @@ def _resumable(folder: RunFolder, plan: Plan, scheme: Scheme) -> dict[str, Any]:
 
 def restore(trainer, state: dict[str, Any], folder: RunFolder, plan: Plan) -> None:
     """The trainer (network, optimizer, loss scaler) as the checkpoint left it."""
-    from daic.compiler.commands.weights import weights_mismatch
+    from daic.compiler.jobs.checkpoints import weights_mismatch
 
     mismatch = weights_mismatch(trainer.model, state["model"])
     if mismatch is not None:

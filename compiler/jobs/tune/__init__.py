@@ -7,10 +7,10 @@ the best trial or Pareto front tested once on the test set, `best.dai` and `pare
 builds Optuna's samplers and pruners from their declarations.
 """
 
-from daic.compiler.commands.tune.plan import StudyPlan, plan_study
-from daic.compiler.commands.tune.report import StudyReport, progress_text, report_study, report_text
-from daic.compiler.commands.tune.study import work
-from daic.compiler.commands.tune.trial import TrialSettings
+from daic.compiler.jobs.tune.plan import StudyPlan, plan_study
+from daic.compiler.jobs.tune.report import StudyReport, progress_text, report_study, report_text
+from daic.compiler.jobs.tune.study import work
+from daic.compiler.jobs.tune.trial import TrialSettings
 
 __all__ = [
     "StudyPlan",
