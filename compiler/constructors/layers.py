@@ -123,19 +123,20 @@ DECLARATIONS = [
     ),
     _activation(
         "HardTanh",
-        "x clipped to [-1, 1]. Bounded in every domain by its lines; branch and bound does not split it "
-        "(its leaves are bounded, not decided exactly).",
+        "x clipped to [-1, 1]. Bounded in every domain by its lines; branch and bound does not split it: "
+        "it cuts the input boxes of its subdomains instead, until each is decided (in the limit).",
     ),
     _activation(
         "Sigmoid",
         "1 / (1 + exp(-x)). Relaxed by chords and tangents (CROWN's) on either side of zero and by "
-        "parallel lines across it; branch and bound splits it at zero, and its leaves are bounded, not "
-        "decided exactly.",
+        "parallel lines across it; branch and bound splits it at zero, and cuts the input boxes of its "
+        "subdomains (its leaves, and where halving a box bounds better than a split) until each is decided "
+        "(in the limit).",
     ),
     _activation(
         "Tanh",
-        "tanh(x). Relaxed as Sigmoid is; branch and bound splits it at zero, and its leaves are bounded, "
-        "not decided exactly.",
+        "tanh(x). Relaxed as Sigmoid is; branch and bound splits it at zero and cuts its subdomains' input "
+        "boxes, as for Sigmoid.",
     ),
     _layer(
         "AvgPool2D",

@@ -90,8 +90,9 @@ class Abs(Activation):
 
 
 class HardTanh(Activation):
-    """``x`` clipped to [-1, 1]. Piecewise linear with two corners: branch and bound does not split it (its
-    leaves are then bounded, not decided exactly)."""
+    """``x`` clipped to [-1, 1]. Piecewise linear with two corners: branch and bound does not split it, and
+    cuts its subdomains' input boxes instead (on a box where every neuron keeps to one piece, the network is
+    affine and CROWN exact)."""
 
     bounded_output = 1.0
 
@@ -139,7 +140,8 @@ class _Sigmoidal(Activation):
     zero): the chord on the convex or concave side and the tangent at the middle on the other (CROWN's);
     across zero, the parallel lines of the least slope at the ends (DeepZ's; the function minus such a line
     is nondecreasing). Smooth: branch and bound splits it at zero (each side then convex or concave, relaxed
-    by a chord and a tangent), and its leaves are bounded, not decided exactly."""
+    by a chord and a tangent) and cuts its subdomains' input boxes, its leaves' and wherever the halves bound
+    better than a split: the lines approach the function as the boxes shrink."""
 
     bounded_output = 1.0
     splittable = True

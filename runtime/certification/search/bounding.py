@@ -159,7 +159,7 @@ class Bounder:
     def _signs(self, work: Work) -> dict[int, Tensor] | None:
         """The split signs by split node, only the nodes some row of the batch splits (one read of the
         host): each split node costs every step a dense term."""
-        if work.signs is None or self.layout is None:
+        if work.signs is None or self.layout is None or not self.layout.inputs:
             return None
         per_node = self.layout.per_node(work.signs)
         used = torch.stack([sign.flatten(1).any(1).any() for sign in per_node.values()]).tolist()

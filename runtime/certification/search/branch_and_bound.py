@@ -11,9 +11,13 @@ the `Frontier`, and each round splits the worst `batch` of every image on one of
 relaxation costs their bound most (`branching`), several levels in one round while few are open. The
 subdomains of every image are bounded in one batch.
 
-A subdomain with no unstable neuron left is decided exactly (`leaves`): this makes the search complete. A
-falsification is only ever a witness: a point the network was run on (targeted attacks from many starts,
-the minimiser of a subdomain's linear bound, or of a leaf's linear program) that `falsify` accepts.
+A subdomain with no unstable neuron left is decided exactly (`leaves`): this makes the search complete on
+piecewise-linear networks. On a network with an activation that is not affine on a leaf (a Sigmoid or
+Tanh, split at zero at most; a HardTanh, not split), a leaf's input box is cut in two instead, and the
+halves bounded again (`boxes`): bounds over ever smaller boxes approach the network's least margin there,
+so a leaf is decided in the limit (a box the width of a float is left undecided). A falsification is only
+ever a witness: a point the network was run on (targeted attacks from many starts, the minimiser of a
+subdomain's linear bound, or of a leaf's linear program) that `falsify` accepts.
 """
 
 from __future__ import annotations
@@ -39,15 +43,12 @@ from daic.runtime.certification.search.bounding import (
 from daic.runtime.certification.search.budget import Budget
 from daic.runtime.certification.search.frontier import Frontier
 from daic.runtime.certification.search.images import Images
-from daic.runtime.certification.search.leaves import exact_leaf
+from daic.runtime.certification.search.leaves import MAX_CHILDREN, LeafPhase, inexact_members
 from daic.runtime.certification.search.policy import Search
 from daic.runtime.certification.search.root import INTERMEDIATE, RootPhase
 
 MAX_LEVELS = 7
 """The most neurons a subdomain is split on in one round (2 ** 7 children), as alpha-beta-CROWN's."""
-
-MAX_CHILDREN = 1024
-"""The most children bounded in one batch (a round with more bounds them in several)."""
 
 
 class BranchAndBound(Search):
@@ -91,7 +92,7 @@ class BranchAndBound(Search):
         return run.images.seconds
 
 
-class _Run(RootPhase):
+class _Run(RootPhase, LeafPhase):
     """One search of a batch's images: their roots, then rounds until nothing is open or the time is spent.
     Tensors indexed by image are ``(I, ...)`` over every image of the search, decided ones included."""
 
@@ -106,6 +107,8 @@ class _Run(RootPhase):
         self.margins = torch.arange(self.classes - 1, device=self.lower.device).expand(len(images), -1)
         self.prior: dict[int, tuple[Tensor, Tensor]] = {}  # the roots' split-node bounds, (I, *F)
         self.child_seconds: float | None = None  # what bounding one child took in the last round
+        # The activations whose leaves are not decided exactly: with any, each subdomain keeps its own box.
+        self.inexact = inexact_members(model)
         self.searched: list[int] = []  # the images whose subdomains were split
 
     def go(self) -> None:
@@ -123,10 +126,12 @@ class _Run(RootPhase):
             self.searched = root[0].tolist()
             self._rounds()
 
-    def _work(self, image: Tensor, signs: Tensor | None = None) -> Work:
-        """The subdomains of the images `image` (``(N,)``) with the split `signs`, as a batch to bound."""
+    def _work(self, image: Tensor, signs: Tensor | None = None, boxes: Boxes | None = None) -> Work:
+        """The subdomains of the images `image` (``(N,)``) with the split `signs`, on their own `boxes`
+        where given (else their images'), as a batch to bound."""
         prior = {k: (low[image], up[image]) for k, (low, up) in self.prior.items()} or None
-        return Work(self.lower[image], self.upper[image], self.y[image], self.margins[image], signs, prior)
+        lower, upper = boxes if boxes is not None else (self.lower[image], self.upper[image])
+        return Work(lower, upper, self.y[image], self.margins[image], signs, prior)
 
     def _first_frontier(self, left: Tensor, root: Bounded) -> Frontier:
         """The open images' roots as the first subdomains."""
@@ -138,6 +143,8 @@ class _Run(RootPhase):
             "depth": torch.zeros_like(left),
             "signs": signs,
         }
+        if self.inexact:
+            columns["lower"], columns["upper"] = self.lower[left], self.upper[left]
         return Frontier(columns | self._kept_columns(root, n))
 
     def _kept_columns(self, bounded: Bounded, n: int) -> dict[str, Tensor]:
@@ -174,7 +181,10 @@ class _Run(RootPhase):
             picked, self.frontier = self.frontier.pick(self.search.batch, len(self.images))
             leaf = picked["ranked"][:, 0] < 0
             with self.budget.phase("leaves"):
-                self._settle_leaves(picked.take(leaf))
+                if self.inexact:
+                    self._cut_boxes(picked.take(leaf))
+                else:
+                    self._settle_leaves(picked.take(leaf))
             with self.budget.phase("rounds"):
                 self._split(picked.take(~leaf))
             self._prune()
@@ -186,7 +196,12 @@ class _Run(RootPhase):
         several levels at once), its children bounded and the open ones pushed on the frontier."""
         if not len(splitting):
             return
-        chosen = self._choose(splitting)
+        chosen, by_box = self._choose(splitting)
+        if by_box is not None and bool(by_box.any()):
+            self._cut_boxes(splitting.take(by_box))
+            splitting, chosen = splitting.take(~by_box), chosen[~by_box]
+            if not len(splitting):
+                return
         levels = branching.usable_levels(splitting["ranked"], self._levels(len(splitting)))
         neurons = branching.split_neurons(chosen, splitting["ranked"], levels)
         signs = branching.children_signs(splitting["signs"], neurons)
@@ -199,22 +214,25 @@ class _Run(RootPhase):
             self._bound_children({k: v[start : start + MAX_CHILDREN] for k, v in parents.items()})
         self.child_seconds = (time.perf_counter() - bounding) / len(signs)
 
-    def _choose(self, splitting: Frontier) -> Tensor:
+    def _choose(self, splitting: Frontier) -> tuple[Tensor, Tensor | None]:
         """``(P,)``: each subdomain's neuron to split among its best-ranked `candidates`: the one whose worse
         child CROWN bounds highest, every candidate's children bounded together without optimisation (past
         the deadline, the best-ranked). A score alone misjudges a neuron whose split moves other neurons'
         bounds: on an MNIST ConvSmall, searches that chose by it reached 50 splits deep with their worst
-        bound unmoved."""
+        bound unmoved. On a network whose activations are not all affine on a leaf, also ``(P,)``: whether
+        the two halves of the subdomain's box bound better still (then its box is cut instead); else None."""
         ranked = splitting["ranked"]
         if self.search.candidates == 1 or self.budget.over():
-            return ranked[:, 0]
+            return ranked[:, 0], None
         candidates = ranked[:, : self.search.candidates]
         candidates = torch.where(candidates < 0, candidates[:, :1], candidates)  # too few: the best again
         trials = branching.trial_signs(splitting["signs"], candidates)
         image = splitting["image"].repeat_interleave(2 * candidates.shape[1])
-        bounded = self._bound_subdomains(image, trials, steps=0)
+        boxes = _boxes(splitting, 2 * candidates.shape[1])
+        bounded = self._bound_subdomains(image, trials, steps=0, boxes=boxes)
         worst = bounded.lower.amin(1).masked_fill(bounded.infeasible, torch.inf)
-        return branching.best_candidate(worst, candidates)
+        neuron, worth = branching.best_candidate(worst, candidates)
+        return neuron, (self._box_worth(splitting) > worth) if self.inexact else None
 
     def _levels(self, splitting: int) -> int:
         """How many neurons each of `splitting` subdomains is split on at once: as many as keep a round's
@@ -239,7 +257,7 @@ class _Run(RootPhase):
             layout = self.bounder.layout
             warm = ({node: parents[f"alpha{node}"] for node in layout.sloped},
                     {node: parents[f"beta{node}"] for node in layout.outputs})  # fmt: skip
-        bounded = self._bound_subdomains(image, parents["signs"], warm=warm)
+        bounded = self._bound_subdomains(image, parents["signs"], warm=warm, boxes=_boxes(parents))
         self._try_corners(bounded.corners, image)
         self.images.not_a_number(bounded.lower, image)
         # A child's box lies in its parent's: the parent's bound holds on it too.
@@ -260,50 +278,35 @@ class _Run(RootPhase):
         keep = ~closed
         columns = {"bound": least[keep], "image": image[keep], "depth": parents["depth"][keep],
                    "signs": parents["signs"][keep]}  # fmt: skip
+        if self.inexact:
+            columns["lower"], columns["upper"] = parents["lower"][keep], parents["upper"][keep]
         kept = restricted(bounded, keep)
         self.frontier = self.frontier.push(Frontier(columns | self._kept_columns(kept, int(keep.sum()))))
 
     def _bound_subdomains(
         self, image: Tensor, signs: Tensor, steps: int | None = None,
-        warm: Warm | None = None,
+        warm: Warm | None = None, boxes: Boxes | None = None,
     ) -> Bounded:  # fmt: skip
-        """Subdomains of the images `image` with the split `signs` bounded, in groups of images with as
-        many open margins (one read of the host), each on its own margins only: an image whose root left
-        one margin open does not pay for another's five. The rows are padded back to the frontier's."""
+        """Subdomains of the images `image` with the split `signs` (on their `boxes`, where they have their
+        own) bounded, in groups of images with as many open margins (one read of the host), each on its
+        own margins only: an image whose root left one margin open does not pay for another's five. The
+        rows are padded back to the frontier's."""
         counts = self.row_counts[image]
         groups = torch.unique(counts).tolist()
         most = self.margins.shape[1]
         if groups == [most]:
-            return self.bounder.bound(self._work(image, signs), self.budget.deadline, steps, warm)
+            return self.bounder.bound(self._work(image, signs, boxes), self.budget.deadline, steps, warm)
         parts, places = [], []
         for k in groups:
             rows = (counts == k).nonzero().squeeze(1)
-            work = self._work(image[rows], signs[rows])
+            work = self._work(
+                image[rows], signs[rows], None if boxes is None else (boxes[0][rows], boxes[1][rows])
+            )
             work.margins = work.margins[:, :k]
             part_warm = None if warm is None else tuple({n: v[rows, :k] for n, v in w.items()} for w in warm)
             parts.append(padded(self.bounder.bound(work, self.budget.deadline, steps, part_warm), most))
             places.append(rows)
         return joined(parts, torch.argsort(torch.cat(places)))
-
-    def _settle_leaves(self, leaves: Frontier) -> None:
-        """Subdomains with no neuron left to split, decided exactly, one by one."""
-        layout = self.bounder.layout
-        for k in range(len(leaves)):
-            j = int(leaves["image"][k])
-            outcome = self.images.outcome(j)
-            if outcome.status != "unknown":
-                continue
-            signs = {node: sign[0] for node, sign in layout.per_node(leaves["signs"][k : k + 1]).items()}
-            open_rows = torch.zeros(self.classes - 1, dtype=torch.bool, device=self.lower.device)
-            open_rows[self.margins[j]] = True
-            i = int(self.images.batch_index[j])
-            verdict = exact_leaf(self.model, self.images.batch, i, signs, self.search.label, open_rows)
-            if outcome.status != "unknown":
-                continue
-            if verdict is None:  # neither proved nor refuted: the image cannot be verified
-                self.images.undecided[j] = min(self.images.undecided[j], float(leaves["bound"][k]))
-            else:
-                self.images.proved[j] = min(self.images.proved[j], verdict)
 
     def _prune(self) -> None:
         """Drops the subdomains of images a point or an error decided."""
@@ -347,21 +350,31 @@ class _Run(RootPhase):
         batch, i = images.batch, int(images.batch_index[j])
         batch.best[i] = max(float(batch.best[i]), min(images.undecided[j], least_open))
         outcome.timed_out = bool(still_open)
-        unsplit = sorted({type(m).__name__ for m in self.model.modules() if getattr(m, "activation", False)
-                          and not (m.splittable and m.piecewise_linear)})  # fmt: skip
         if still_open:
             outcome.message = f"{label}: the time ran out with {still_open} subdomains open"
-        elif unsplit:
+        elif self.inexact:
             outcome.message = (
-                f"{label}: every subdomain was split to its end, but {' and '.join(unsplit)} is not "
-                "affine on a leaf (branch and bound splits it at zero at most, or not at all): its leaves "
-                "are bounded, not decided exactly, and a leaf's bound stays at most zero"
+                f"{label}: every subdomain was split to its end and its box cut until no float lies inside "
+                f"an input's interval; {' and '.join(self.inexact)} is not affine there, and the bound of "
+                "such a box stays at most zero at points that are no witness"
             )
         else:
             outcome.message = (
                 f"{label}: every subdomain was split to its end; a leaf's least margin is at most zero "
                 "at points that are no witness (a tie, or a violation float32 or exact arithmetic undoes)"
             )
+
+
+Boxes = tuple[Tensor, Tensor]
+"""Subdomains' own input boxes, ``(N, *input)`` lower and upper ends."""
+
+
+def _boxes(subdomains: Frontier | dict[str, Tensor], repeat: int = 1) -> Boxes | None:
+    """The subdomains' own boxes (each repeated `repeat` times), or None where they have none."""
+    columns = subdomains.columns if isinstance(subdomains, Frontier) else subdomains
+    if "lower" not in columns:
+        return None
+    return columns["lower"].repeat_interleave(repeat, 0), columns["upper"].repeat_interleave(repeat, 0)
 
 
 def _written(value: float | str) -> str:

@@ -47,12 +47,14 @@ def trial_signs(signs: Tensor, candidates: Tensor) -> Tensor:
     return trials
 
 
-def best_candidate(worst: Tensor, candidates: Tensor) -> Tensor:
-    """``(P,)``: each subdomain's candidate whose worse child bounds highest, given every trial's worst
-    bound (``(2 P C,)`` in `trial_signs`' order; an infeasible child counts as infinity)."""
+def best_candidate(worst: Tensor, candidates: Tensor) -> tuple[Tensor, Tensor]:
+    """``(P,)`` twice: each subdomain's candidate whose worse child bounds highest, given every trial's worst
+    bound (``(2 P C,)`` in `trial_signs`' order; an infeasible child counts as infinity), and that worse
+    child's bound."""
     p, c = candidates.shape
     worth = worst.view(p, c, 2).amin(2)
-    return candidates.gather(1, worth.argmax(1, keepdim=True)).squeeze(1)
+    best, at = worth.max(1, keepdim=True)
+    return candidates.gather(1, at).squeeze(1), best.squeeze(1)
 
 
 def split_neurons(chosen: Tensor, ranked: Tensor, levels: int) -> Tensor:

@@ -1,6 +1,6 @@
 """Complete verification by splitting the input box: for networks of few inputs (ACAS Xu's 5), where the
 box is wide and splitting ReLUs cannot narrow it, each undecided box is halved along the input that moves
-its least margin most (`_smear`), and the halves are bounded again, a batch at a time, until every box is
+its least margin most (`boxes.smear`), and the halves are bounded again, a batch at a time, until every box is
 proved, a candidate of an open box (its centre, or its corner against the margin's gradient) leads to a
 witness, or the time is up. Bounds hold over each box, and the boxes cover the whole one, so a proof of all
 of them is a proof of it. The boxes of every image searched wait in one `Frontier`."""
@@ -14,17 +14,13 @@ import torch
 from torch import Tensor, nn
 
 from daic.runtime.certification.certify import Batch
+from daic.runtime.certification.search.boxes import cut, margin_gradient
 from daic.runtime.certification.search.budget import Budget
 from daic.runtime.certification.search.frontier import Frontier
 from daic.runtime.certification.search.images import Images
 from daic.runtime.certification.search.policy import Search
 from daic.runtime.certification.verification import CROWNBound
-from daic.runtime.domains.element import margin_others
 
-WIDTH_WEIGHT = 0.3
-"""The weight of each input's width (relative to the whole box) beside its normalised smear in the choice
-of cut. On ACAS Xu's property 1 (networks 1_1 to 1_6, this machine's CPU) 0.3 proved them all in 0.5 to 33
-s, where the widest input alone (weight 1, no smear) left two past 20 s and a weight of 0.001 others."""
 MAX_BOXES = 200_000
 """The most boxes a search keeps open an image before it gives up (left unknown)."""
 
@@ -78,10 +74,10 @@ class InputSplit(Search):
             images.proved[j] = min(images.proved[j], low)
         still = picked.take(~closed)
         still.columns["bound"] = bounds[~closed]
-        gradient = _margin_gradient(model, still["lower"], still["upper"], y[~closed])
+        gradient = margin_gradient(model, still["lower"], still["upper"], y[~closed])
         self._falsify(model, images, still, gradient)
-        halves, narrow = _cut(still, gradient, scale[still["image"]], n)
-        return rest.push(halves), narrow
+        halves, uncut = cut(still, gradient, scale[still["image"]])
+        return rest.push(halves), torch.bincount(still["image"][uncut], minlength=n)
 
     def _falsify(self, model: nn.Module, images: Images, boxes: Frontier, gradient: Tensor) -> None:
         """Runs the network on the open boxes' centres and on their corners against the margin's gradient
@@ -119,62 +115,3 @@ class InputSplit(Search):
                 outcome.message = (
                     f"{self.label}: {leaves[j]} boxes too narrow to cut are neither proved nor a witness"
                 )
-
-
-def _margin_gradient(model: nn.Module, lower: Tensor, upper: Tensor, y: Tensor) -> Tensor:
-    """The gradient of each box's least margin at its centre."""
-    centres = ((lower + upper) / 2).requires_grad_(True)
-    if len(lower) == 0:
-        return lower
-    with torch.enable_grad():
-        logits = model(centres)
-        rows, _ = margin_others(y, logits.shape[1], logits.dtype)
-        (grad,) = torch.autograd.grad(torch.einsum("bsc,bc->bs", rows, logits).amin(1).sum(), centres)
-    return grad
-
-
-def _cut(boxes: Frontier, gradient: Tensor, scale: Tensor, images: int) -> tuple[Frontier, Tensor]:
-    """The boxes halved (`_halved` by `_smear`), and how many of each image's could not be: an input can be
-    cut where a float lies strictly inside its interval, and a box none of whose inputs can (one point, or
-    a float's width) is a leaf, its bound and its candidates all there is."""
-    lower, upper = boxes["lower"], boxes["upper"]
-    middle = (lower + upper) / 2
-    movable = (middle > lower) & (middle < upper)
-    cut = movable.flatten(1).any(1)
-    narrow = torch.bincount(boxes["image"][~cut], minlength=images)
-    boxes, gradient, scale = boxes.take(cut), gradient[cut], scale[cut]
-    smear = _smear(boxes["lower"], boxes["upper"], gradient, scale).masked_fill(~movable[cut], -torch.inf)
-    halves = _halved(boxes["lower"], boxes["upper"], smear)
-    twice = {name: torch.cat([column, column]) for name, column in boxes.columns.items()}
-    twice["lower"], twice["upper"] = halves
-    return Frontier(twice), narrow
-
-
-def _smear(lower: Tensor, upper: Tensor, gradient: Tensor, scale: Tensor) -> Tensor:
-    """How much each input of each box moves its least margin: the margin's `gradient` at the box's
-    centre times the box's width there (ReluVal's smear, Wang et al. 2018), normalised per box, plus the
-    relative width (`WIDTH_WEIGHT`) so that an input the gradient misses is still cut in time. Only the
-    choice of cut depends on it, never a bound."""
-    if len(lower) == 0:
-        return lower
-    width = (upper - lower) / scale
-    smear = gradient.abs() * (upper - lower)
-    peak = smear.flatten(1).amax(1).clamp(min=torch.finfo(smear.dtype).tiny)
-    return smear / peak.view(-1, *[1] * (smear.dim() - 1)) + WIDTH_WEIGHT * width
-
-
-def _halved(lower: Tensor, upper: Tensor, score: Tensor) -> tuple[Tensor, Tensor]:
-    """Each box cut in two across the input of the highest `score`: the lower halves, then the upper
-    ones."""
-    if len(lower) == 0:
-        return lower, upper
-    flat_lower, flat_upper = lower.flatten(1), upper.flatten(1)
-    chosen = score.flatten(1).argmax(1, keepdim=True)
-    middle = (flat_lower.gather(1, chosen) + flat_upper.gather(1, chosen)) / 2
-    first_upper = flat_upper.scatter(1, chosen, middle)
-    second_lower = flat_lower.scatter(1, chosen, middle)
-    shape = lower.shape
-    return (
-        torch.cat([flat_lower, second_lower]).reshape(-1, *shape[1:]),
-        torch.cat([first_upper, flat_upper]).reshape(-1, *shape[1:]),
-    )

@@ -1,6 +1,9 @@
 """The leaves of branch and bound: a subdomain with no unstable neuron left is decided exactly, by linear
 programs (HiGHS, through SciPy) over the input box and the split constraints: the network is affine on it.
-This makes the search complete on piecewise-linear networks."""
+This makes the search complete on piecewise-linear networks. On a network with an activation that is not
+affine on a leaf, the leaf's box is cut in two and the halves bounded again (`LeafPhase._cut_boxes`);
+where the halves of a subdomain's box bound better than splitting any neuron, it is cut before it is a
+leaf."""
 
 from __future__ import annotations
 
@@ -11,10 +14,90 @@ from torch import Tensor, nn
 
 from daic.runtime.certification.certify import Batch, falsify, least_margins
 from daic.runtime.certification.search.bounding import model_output, splittable
+from daic.runtime.certification.search.boxes import cut, margin_gradient
+from daic.runtime.certification.search.frontier import Frontier
 from daic.runtime.domains.coeffs import Dense
 from daic.runtime.domains.element import margin_others
 from daic.runtime.domains.rounding import outward_rounding
 from daic.runtime.domains.symbolic import Backward, Symbolic, backsubstitute
+
+MAX_CHILDREN = 1024
+"""The most children bounded in one batch (a round with more bounds them in several)."""
+
+
+def inexact_members(model: nn.Module) -> list[str]:
+    """The activations of `model` whose leaves branch and bound cannot decide exactly (a member that it
+    does not split, or that a split does not make affine), by name."""
+    return sorted({type(m).__name__ for m in model.modules() if getattr(m, "activation", False)
+                   and not (m.splittable and m.piecewise_linear)})  # fmt: skip
+
+
+class LeafPhase:
+    """What branch and bound does with its leaves (subdomains with no neuron left to split), as a part of
+    its run (`branch_and_bound._Run`, whose images, frontier and bounding it uses)."""
+
+    def _settle_leaves(self, leaves: Frontier) -> None:
+        """Subdomains with no neuron left to split, decided exactly, one by one."""
+        layout = self.bounder.layout
+        for k in range(len(leaves)):
+            j = int(leaves["image"][k])
+            outcome = self.images.outcome(j)
+            if outcome.status != "unknown":
+                continue
+            signs = {node: sign[0] for node, sign in layout.per_node(leaves["signs"][k : k + 1]).items()}
+            open_rows = torch.zeros(self.classes - 1, dtype=torch.bool, device=self.lower.device)
+            open_rows[self.margins[j]] = True
+            i = int(self.images.batch_index[j])
+            verdict = exact_leaf(self.model, self.images.batch, i, signs, self.search.label, open_rows)
+            if outcome.status != "unknown":
+                continue
+            if verdict is None:  # neither proved nor refuted: the image cannot be verified
+                self.images.undecided[j] = min(self.images.undecided[j], float(leaves["bound"][k]))
+            else:
+                self.images.proved[j] = min(self.images.proved[j], verdict)
+
+    def _cut_boxes(self, subdomains: Frontier) -> None:
+        """Subdomains whose boxes are cut (leaves of a network whose activations are not all affine on a
+        leaf, or subdomains whose halves bound better than a neuron's split): each box's centre and its
+        corner against the margin's gradient tried as candidates, then the box halved (`boxes.cut`) and the
+        halves bounded as children (a half lies in its box, so the box's bound holds on it too). A box too
+        narrow to cut is left undecided with its bound."""
+        subdomains = subdomains.take(~self.images.gone(self.lower.device)[subdomains["image"]])
+        if not len(subdomains):
+            return
+        image, lower, upper = subdomains["image"], subdomains["lower"], subdomains["upper"]
+        halves, uncut, gradient = self._halves(subdomains)
+        candidates = torch.cat([(lower + upper) / 2, torch.where(gradient > 0, lower, upper)])
+        self.images.falsify(self.model, candidates, image.repeat(2), self.search.label)
+        for j, bound in zip(image[uncut].tolist(), subdomains["bound"][uncut].tolist(), strict=True):
+            self.images.undecided[j] = min(self.images.undecided[j], bound)
+        parents = dict(halves.columns)
+        parents["depth"] = parents["depth"] + 1
+        for start in range(0, len(halves), MAX_CHILDREN):
+            self._bound_children({k: v[start : start + MAX_CHILDREN] for k, v in parents.items()})
+
+    def _box_worth(self, subdomains: Frontier) -> Tensor:
+        """``(P,)``: the worse bound of the two halves of each subdomain's box, bounded without optimisation
+        (an infeasible half counts as infinity; minus infinity where the box cannot be cut)."""
+        halves, uncut, _ = self._halves(subdomains)
+        worth = torch.full((len(subdomains),), -torch.inf, dtype=self.lower.dtype, device=self.lower.device)
+        if len(halves):
+            boxes = (halves["lower"], halves["upper"])
+            bounded = self._bound_subdomains(halves["image"], halves["signs"], steps=0, boxes=boxes)
+            worst = bounded.lower.amin(1).masked_fill(bounded.infeasible, torch.inf)
+            worth[~uncut] = torch.minimum(*worst.chunk(2))  # `cut` puts every first half before the second
+        return worth
+
+    def _halves(self, subdomains: Frontier) -> tuple[Frontier, Tensor, Tensor]:
+        """The subdomains' boxes cut in two (`boxes.cut`: every column but the ranked neurons copied to
+        both halves), the mask of those too narrow to cut, and each least margin's gradient at its box's
+        centre (what chose the cut)."""
+        image, lower, upper = subdomains["image"], subdomains["lower"], subdomains["upper"]
+        gradient = margin_gradient(self.model, lower, upper, self.y[image])
+        scale = (self.upper - self.lower)[image].clamp(min=torch.finfo(lower.dtype).tiny)
+        kept = Frontier({name: column for name, column in subdomains.columns.items() if name != "ranked"})
+        halves, uncut = cut(kept, gradient, scale)
+        return halves, uncut, gradient
 
 
 @torch.no_grad()
