@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 
 from daic.runtime.domains.coeffs import Dense
-from daic.runtime.domains.symbolic import Backward, LayerSlopes, Symbolic, backsubstitute
+from daic.runtime.domains.symbolic import Backward, LayerSlopes, Symbolic, backsubstitute, relaxed_by
 
 PATIENCE, STALE_GAIN = 20, 1e-4
 """alpha-CROWN stops once `PATIENCE` steps in a row each raised its rows' bounds by less than `STALE_GAIN`
@@ -64,10 +64,10 @@ def optimized_every_layer(
     slopes are made by the first of those analyses, shaped as the rows are at each ReLU."""
     if steps == 0 or bool((start > 0).all()):
         return start
-    crown_bounded = _crown_bounded(first)
-    bounded = _sloped(crown_bounded)
+    crown_bounded, readers = _crown_bounded(first), _readers(first)
+    bounded = _sloped(crown_bounded, readers)
     slopes = LayerSlopes(
-        {node.id: _unstable_neurons(node) for node in bounded},
+        {node.id: _relaxed_neurons(node, readers) for node in bounded},
         fixed=frozenset(node.id for node in crown_bounded if node not in bounded),
     )
     prior: Prior = {node.id: tuple(b.detach() for b in node.bounds()) for node in crown_bounded}
@@ -100,9 +100,9 @@ def every_layer_bytes(first: Symbolic) -> int:
     """A bound of the memory a step of `optimized_every_layer` needs on ``first``'s analysis: each
     intermediate node's rows (two per neuron unstable in some image, for every image) over the maps they
     pass (windows are at most the maps)."""
-    total = 0
-    for node in _sloped(_crown_bounded(first)):
-        rows = 2 * len(_unstable_neurons(node)) * node.batch
+    total, readers = 0, _readers(first)
+    for node in _sloped(_crown_bounded(first), readers):
+        rows = 2 * len(_relaxed_neurons(node, readers)) * node.batch
         maps = sum(a.shape[1:].numel() for a in node.ancestors())
         total += rows * maps * node.analysis.center.element_size() * AUTOGRAD_COPIES
     return total
@@ -160,17 +160,31 @@ def _crown_bounded(output: Symbolic) -> list[Symbolic]:
     return [found[i] for i in sorted(found)]
 
 
-def _sloped(nodes: list[Symbolic]) -> list[Symbolic]:
-    """The nodes whose bounds slopes can move: some neuron unstable, and a ReLU before them."""
+def _readers(output: Symbolic) -> dict[int, list]:
+    """The relaxing layers reading each node before `output`, by the node's id."""
+    found: dict[int, list] = {}
+    for node in output.ancestors():
+        if getattr(node.layer, "relaxes_input", False):
+            found.setdefault(node.parents[0].id, []).append(node.layer)
+    return found
+
+
+def _sloped(nodes: list[Symbolic], readers: dict[int, list]) -> list[Symbolic]:
+    """The nodes whose bounds slopes can move: some neuron relaxed, and a layer with slopes before them."""
 
     def movable(node: Symbolic) -> bool:
         after_slopes = any(getattr(a.layer, "initial_slopes", None) is not None for a in node.ancestors()[1:])
-        return after_slopes and bool(len(_unstable_neurons(node)))
+        return after_slopes and bool(len(_relaxed_neurons(node, readers)))
 
     return [node for node in nodes if movable(node)]
 
 
-def _unstable_neurons(node: Symbolic) -> Tensor:
-    """``(N,)``: the flat indices of the node's neurons unstable in some image."""
+def _relaxed_neurons(node: Symbolic, readers: dict[int, list]) -> Tensor:
+    """``(N,)``: the flat indices of the node's neurons that a layer reading it relaxes (an activation's
+    non-affine ones, as it declares; a ReLU's and max pooling's: those whose interval crosses zero) in
+    some image: the neurons CROWN bounded, and whose bounds the slopes can tighten."""
     lower, upper = node.bounds()
-    return ((lower < 0) & (upper > 0)).flatten(1).any(0).nonzero().squeeze(1)
+    relaxed = torch.zeros_like(lower, dtype=torch.bool)
+    for layer in readers.get(node.id, ()):
+        relaxed |= relaxed_by(layer, lower, upper)
+    return relaxed.flatten(1).any(0).nonzero().squeeze(1)

@@ -318,7 +318,7 @@ class Symbolic(Element):
             return
         lower, upper = self.bounds()
         low, up = lower.flatten(1).clone(), upper.flatten(1).clone()
-        unstable = _relaxed(layer, lower, upper).flatten(1)  # (B, N)
+        unstable = relaxed_by(layer, lower, upper).flatten(1)  # (B, N)
         rest = unstable
         sample = spread_sample(unstable, SAMPLE) if self.analysis.least_gain > 0 else None
         if sample is not None:
@@ -626,7 +626,7 @@ def _send(
     pending[node.id] = (node, rows)
 
 
-def _relaxed(layer: Any, lower: Tensor, upper: Tensor) -> Tensor:
+def relaxed_by(layer: Any, lower: Tensor, upper: Tensor) -> Tensor:
     """The neurons the consuming `layer`'s relaxation loosens, those CROWN refines: as the layer declares
     (`relaxed_neurons`: an activation's non-affine ones, which for a smooth one are all but points), else
     those whose interval crosses zero (ReLU's, max pooling's)."""

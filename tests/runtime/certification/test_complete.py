@@ -34,15 +34,18 @@ from daic.runtime.layers.containers import Concat, Residual
 EPS = 0.2
 
 
-def blob_network(seed: int, width: int = 5, activation: type = ReLU) -> Sequential:
-    """A two-hidden-layer network (of `activation`, a factory) trained briefly on three 2-D blobs: its
-    boundaries cross [0, 1]^2."""
+def blob_network(
+    seed: int, width: int = 5, activation: type = ReLU, second: type | None = None
+) -> Sequential:
+    """A two-hidden-layer network (of `activation`, a factory; the second hidden layer's `second` where
+    given) trained briefly on three 2-D blobs: its boundaries cross [0, 1]^2."""
     g = torch.Generator().manual_seed(seed)
     centres = torch.tensor([[0.25, 0.3], [0.7, 0.35], [0.5, 0.75]], dtype=torch.float64)
     labels = torch.randint(0, 3, (300,), generator=g)
     points = centres[labels] + 0.12 * torch.randn(300, 2, generator=g, dtype=torch.float64)
     torch.manual_seed(seed)
-    net = Sequential(Linear(2, width), activation(), Linear(width, width), activation(), Linear(width, 3))
+    net = Sequential(Linear(2, width), activation(), Linear(width, width), (second or activation)(),
+                     Linear(width, 3))  # fmt: skip
     net = net.double()
     optimizer = torch.optim.Adam(net.parameters(), lr=0.03)
     for _ in range(200):

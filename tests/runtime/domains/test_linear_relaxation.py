@@ -376,6 +376,37 @@ def test_alpha_crown_of_every_layer_tightens_the_intermediate_bounds_and_beats_t
     assert bool((bounds["all"] <= reached + 1e-9).all())
 
 
+@pytest.mark.parametrize(("second", "seed", "shift"), [("Tanh", 0, 1.0), ("Sigmoid", 2, 2.0)])
+def test_alpha_crown_of_every_layer_optimises_the_neurons_a_smooth_activation_relaxes(second, seed, shift):
+    """A Tanh or Sigmoid relaxes every neuron of its input, not only those whose interval crosses zero:
+    alpha-CROWN of every layer gives them rows and slopes. Here no input of the second layer's activation
+    crosses zero on any box (shifted so), so choosing by the zero crossing left that layer's bounds at
+    CROWN's and the bounds equal to the outputs' alone; now they are tighter, and below every sampled
+    margin."""
+    from daic.runtime import Sigmoid, Tanh
+    from tests.runtime.certification.test_complete import blob_network
+
+    net = blob_network(seed, width=8, second={"Tanh": Tanh, "Sigmoid": Sigmoid}[second])
+    x = torch.rand(12, 2, generator=torch.Generator().manual_seed(seed + 10), dtype=torch.float64)
+    with torch.no_grad():
+        net[2].bias.sub_(net[:3](x).amin(0)).add_(shift)
+        y = net(x).argmax(1)
+    lower, upper = (x - 0.1).clamp(0, 1), (x + 0.1).clamp(0, 1)
+    points = lower + (upper - lower) * torch.rand(3000, 1, 2, generator=torch.Generator().manual_seed(1),
+                                                  dtype=torch.float64)  # fmt: skip
+    with torch.no_grad():
+        assert float(net[:3](points.view(-1, 2)).min()) > 0  # no input of the activation crosses zero
+        bounds = {
+            layers: AlphaCROWNBound(steps=20, layers=layers).margins(net, lower, upper, y, "hybrid")
+            for layers in ("output", "all")
+        }
+        outputs = net(points.view(-1, 2)).view(3000, 12, 3)
+    assert float((bounds["all"] - bounds["output"]).sum()) > 0.03
+    reached = torch.stack([outputs[:, i, t] - outputs[:, i, [j for j in range(3) if j != t]].T
+                           for i, t in enumerate(y.tolist())], 0).amin(-1)  # fmt: skip
+    assert bool((bounds["all"] <= reached + 1e-9).all())
+
+
 def test_alpha_crown_of_every_layer_needs_crowns_intermediate_bounds():
     with pytest.raises(ValueError, match='intermediate="box" takes none from CROWN'):
         AlphaCROWNBound(layers="all", intermediate="box")
