@@ -52,6 +52,26 @@ class Plan:
 
 
 def plan_run(scheme_path: str, scheme_name: str | None, net_override: str | None) -> Plan:
+    """The scheme `scheme_name` of the file (the only one, when None) with its network (or
+    `net_override`), checked: what a run trains. A mistake is a DaicError saying which."""
+    _check_paths(scheme_path, net_override)
+    report = check_source(read(scheme_path), Program(check_nets=net_override is None))
+    errors = [d for d in report.diagnostics if d.is_error]
+    if errors or report.module is None:
+        raise DaicError(f"{scheme_path} has errors", list(report.diagnostics))
+    module = report.module
+    info = module.schemes[_scheme_named(scheme_path, module, scheme_name)]
+    _refuse_spaces(info)
+    net_path = net_override if net_override is not None else info.net_path
+    if net_path is None:
+        raise DaicError(
+            f'scheme {info.node.name} names no network: add `net = "file.net"` or pass --net', exit_code=2
+        )
+    return _with_network(scheme_path, info, module, net_path)
+
+
+def _check_paths(scheme_path: str, net_override: str | None) -> None:
+    """A scheme must be a .dai file and a network given for it a .net file."""
     if language_of(scheme_path) == "net":
         raise DaicError(
             f"{scheme_path} is a network; `daic run` takes a .dai scheme (pass a network with --net)",
@@ -61,11 +81,10 @@ def plan_run(scheme_path: str, scheme_name: str | None, net_override: str | None
         raise DaicError(f"{scheme_path} is not a .dai scheme: `daic run` takes one", exit_code=2)
     if net_override is not None and language_of(net_override) != "net":
         raise DaicError(f"--net takes a .net network file, not {net_override}", exit_code=2)
-    report = check_source(read(scheme_path), Program(check_nets=net_override is None))
-    errors = [d for d in report.diagnostics if d.is_error]
-    if errors or report.module is None:
-        raise DaicError(f"{scheme_path} has errors", list(report.diagnostics))
-    module = report.module
+
+
+def _scheme_named(scheme_path: str, module, scheme_name: str | None) -> str:
+    """The scheme to run: the one named, or the file's only one."""
     if not module.schemes:
         raise DaicError(f"{scheme_path} defines no scheme")
     if scheme_name is None:
@@ -74,7 +93,7 @@ def plan_run(scheme_path: str, scheme_name: str | None, net_override: str | None
             raise DaicError(
                 f"{scheme_path} defines several schemes ({names}); choose one with --scheme", exit_code=2
             )
-        scheme_name = next(iter(module.schemes))
+        return next(iter(module.schemes))
     if scheme_name not in module.schemes:
         hint = did_you_mean(scheme_name, list(module.schemes))
         raise DaicError(
@@ -83,17 +102,7 @@ def plan_run(scheme_path: str, scheme_name: str | None, net_override: str | None
             + f" (it has {', '.join(module.schemes)})",
             exit_code=2,
         )
-    info = module.schemes[scheme_name]
-    _refuse_spaces(info)
-    if net_override is not None:
-        net_path = net_override
-    elif info.net_path is not None:
-        net_path = info.net_path
-    else:
-        raise DaicError(
-            f'scheme {scheme_name} names no network: add `net = "file.net"` or pass --net', exit_code=2
-        )
-    return _with_network(scheme_path, info, module, net_path)
+    return scheme_name
 
 
 def _refuse_spaces(info: SchemeInfo) -> None:
