@@ -61,6 +61,7 @@ def test_the_peers_are_handed_plain_modules_computing_the_same_function():
             assert torch.allclose(net(normalise(x)), model(x), rtol=1e-12, atol=1e-12), name
 
 
+@pytest.mark.slow  # 10-15 s end to end (-m slow runs it); quicker tests of the same parts stay
 def test_methods_table_times_every_method_from_its_goal():
     command = [sys.executable, str(BENCH / "suite.py"), "--device", "cpu", "--threads", "1", "--no-lirpa"]
     command += ["--sections", "methods", "--method-nets", "convsmall", "--method-reps", "1"]
@@ -172,14 +173,23 @@ def test_scaling_networks_add_corr_max_after_normalize(k):
         (["--paper-hbox-images", "-1"], "--paper-hbox-images: too few images: -1"),
     ],
 )
-def test_bad_options_are_refused_with_a_message(option, message):
+def test_bad_options_are_refused_with_a_message(option, message, capsys):
+    """As `main` reads them (in this process: a fresh one per case cost 4 s each)."""
+    parser = suite.arguments()
+    with pytest.raises(SystemExit) as refused:
+        suite.checked(parser, parser.parse_args(["--device", "cpu", "--no-lirpa", *option]))
+    assert refused.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_a_bad_option_ends_the_bench_without_a_traceback():
     done = subprocess.run(
-        [sys.executable, str(BENCH / "suite.py"), "--device", "cpu", "--no-lirpa", *option],
+        [sys.executable, str(BENCH / "suite.py"), "--device", "cpu", "--no-lirpa", "--nets", "convsmall,vgg"],
         capture_output=True,
         text=True,
         timeout=120,
     )
-    assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr
+    assert done.returncode == 2 and "--nets: unknown networks ['vgg']" in done.stderr
+    assert "Traceback" not in done.stderr
 
 
 @pytest.mark.parametrize(

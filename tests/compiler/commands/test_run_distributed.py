@@ -124,6 +124,7 @@ def test_a_run_of_one_process_resumes_in_two(runs):
     assert_same_training(root / "one3", root / "one_then_two")
 
 
+@pytest.mark.slow  # 10-15 s end to end (-m slow runs it); quicker tests of the same parts stay
 def test_a_failure_is_reported_once_with_its_exit_status(runs):
     root, scheme, _ = runs
     launched = two_processes(scheme, root / "two2", "--epochs", "2")  # the folder holds a run already

@@ -80,6 +80,7 @@ def test_workers_share_the_free_cores_unless_the_user_chose(monkeypatch):
     assert os.environ["OMP_NUM_THREADS"] == "8"
 
 
+@pytest.mark.slow  # 10-15 s end to end (-m slow runs it); quicker tests of the same parts stay
 def test_daic_run_starts_pytorch_with_the_threads_the_busy_machine_leaves(tmp_path):
     """Beside a process that keeps a core busy, `daic run` takes at most the other cores: chosen before
     PyTorch started (after, PyTorch would have taken one thread per core)."""

@@ -173,7 +173,11 @@ def states(out: Path) -> dict[int, str]:
 
 # Every signal in the slow suite; the default one keeps SIGKILL, after which nothing of the study runs, and
 # SIGINT (Ctrl-C), whose handling the worker shares with SIGTERM.
-SIGNALS = ["SIGKILL", "SIGINT", pytest.param("SIGTERM", marks=pytest.mark.slow)]
+SIGNALS = [
+    pytest.param("SIGKILL", marks=pytest.mark.slow),
+    "SIGINT",
+    pytest.param("SIGTERM", marks=pytest.mark.slow),
+]
 
 
 @pytest.mark.parametrize("signal_name", SIGNALS)
@@ -202,6 +206,7 @@ def test_a_killed_study_continues_and_its_cut_trial_does_not_count(tmp_path, sig
     assert 0 not in report["chosen"]
 
 
+@pytest.mark.slow  # 10-15 s end to end (-m slow runs it); quicker tests of the same parts stay
 def test_two_workers_share_one_sqlite_storage(tmp_path):
     study = write_study(tmp_path, trials=4)
     out = tmp_path / "runs"

@@ -129,6 +129,7 @@ def test_the_table_names_the_cascade_and_its_counts(weights, tmp_path):
     assert "PGD accuracy" not in result.stdout and "falsified by PGD" not in result.stdout
 
 
+@pytest.mark.slow  # 10-15 s end to end (-m slow runs it); quicker tests of the same parts stay
 def test_two_processes_record_what_one_records(weights, tmp_path):
     import subprocess
     import sys
