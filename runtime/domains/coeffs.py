@@ -163,6 +163,16 @@ class Dense:
         moved = positive * self.gathered(lower_slope) + negative * self.gathered(upper_slope)
         return self._like(moved), self._like(negative).dot(upper_bias)
 
+    def relaxed_per_row(self, ls: Tensor, lb: Tensor, us: Tensor, ub: Tensor) -> tuple[Dense, Tensor]:
+        """The rows through lines given per row (each ``(G, S, *F)``, as `per_row` gives them: alpha-CROWN's
+        tangent lines): a positive coefficient takes the lower line ``ls x + lb``, a negative one the upper
+        ``us x + ub``. Returns the coefficients on ``x`` and the constant ``(G, S)``, one sum of one product
+        per coefficient."""
+        positive = self.A.clamp(min=0)
+        negative = self.A - positive
+        moved = positive * ls + negative * us
+        return self._like(moved), (positive * lb + negative * ub).flatten(2).sum(2)
+
     def conv_back(self, weight: Tensor, stride: Pair, padding: Pair, in_hw: Pair, groups: int = 1) -> Dense:
         """The rows on a convolution's input, by the transposed convolution (no dense matrix)."""
         g, s, c, h, w = self.A.shape
@@ -350,6 +360,13 @@ class Patches:
         # A+ ls + A- us = A us + A+ (ls - us): the second term is zero but at unstable neurons.
         moved = self.P * us + (self.P - negative) * (ls - us)
         return self._like(moved), _row_dot(negative, ub)
+
+    def relaxed_per_row(self, ls: Tensor, lb: Tensor, us: Tensor, ub: Tensor) -> tuple[Patches, Tensor]:
+        """As `Dense.relaxed_per_row`, with each row's window of lines; the constant ``(R, 1)``."""
+        positive = self.P.clamp(min=0)
+        negative = self.P - positive
+        moved = positive * ls + negative * us
+        return self._like(moved), (positive * lb + negative * ub).flatten(1).sum(1, keepdim=True)
 
     def conv_back(
         self, weight: Tensor, stride: Pair, padding: Pair, in_hw: Pair, groups: int = 1

@@ -11,7 +11,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from daic.runtime.domains.rounding import rounds_outward, unit
+from daic.runtime.domains.coeffs import Dense
+from daic.runtime.domains.rounding import Rounding, rounds_outward, unit
 from daic.runtime.layers.activation import Activation, Lines
 
 
@@ -141,7 +142,11 @@ class _Sigmoidal(Activation):
     across zero, the parallel lines of the least slope at the ends (DeepZ's; the function minus such a line
     is nondecreasing). Smooth: branch and bound splits it at zero (each side then convex or concave, relaxed
     by a chord and a tangent) and cuts its subdomains' input boxes, its leaves' and wherever the halves bound
-    better than a split: the lines approach the function as the boxes shrink."""
+    better than a split: the lines approach the function as the boxes shrink.
+
+    alpha-CROWN optimises where the tangent touches, per row and neuron (a fraction of the way from the
+    lower bound to the upper; CROWN's is the middle): any tangent of a convex piece lies below it, and of a
+    concave piece above, so every fraction gives sound lines."""
 
     bounded_output = 1.0
     splittable = True
@@ -150,11 +155,45 @@ class _Sigmoidal(Activation):
     def derivative(self, x: Tensor) -> Tensor:
         raise NotImplementedError
 
-    def relaxation(self, lower: Tensor, upper: Tensor) -> Lines:
+    @property
+    def initial_slopes(self):
+        """alpha-CROWN's parameters here are tangent points, a fraction of each interval: the middle."""
+        return lambda node: torch.full_like(node.parents[0].bounds()[0], 0.5)
+
+    def back_symbolic(self, coeffs, node, how):
+        lower, upper = node.parents[0].bounds()
+        fraction = how.lower_slope(node, coeffs, torch.full_like(lower, 0.5))
+        if fraction is None:  # CROWN's lines (the tangents at the middle), per neuron
+            return super().back_symbolic(coeffs, node, how)
+        # Used within [0, 1] whatever the optimiser left, the gradient passed straight through.
+        fraction = fraction + (fraction.clamp(0, 1) - fraction).detach()
+        lines = self.relaxation(coeffs.per_row(lower), coeffs.per_row(upper), fraction)
+        moved, constant = coeffs.relaxed_per_row(lines.ls, lines.lb, lines.us, lines.ub)
+        split = how.split_term(node)
+        if split is not None:  # beta-CROWN's split constraints, as the family's
+            moved = moved + Dense(split)
+        return moved, constant
+
+    def rounding(self, x) -> Rounding:
+        """The family's, with the constants of a tangent anywhere in the interval allowed for: each
+        intercept is within ``1 + max |x|`` (the function's bound, plus a slope of at most 1 times the
+        point), with its room."""
+        family = super().rounding(x)
+
+        def intercepts() -> float:
+            lower, upper = x.bounds()
+            reach = float(torch.maximum(lower.abs(), upper.abs()).max().detach())
+            return max(family.largest_back_constant(), 2 * (1.0 + reach))
+
+        return Rounding(constant=family.constant, back_constant=intercepts)
+
+    def relaxation(self, lower: Tensor, upper: Tensor, fraction: Tensor | None = None) -> Lines:
+        """The lines on ``[lower, upper]``, the tangent at ``fraction`` of the interval (None: the middle)."""
         low, high = self(lower), self(upper)
         width = (upper - lower).clamp(min=torch.finfo(lower.dtype).tiny)
         chord = torch.where(upper > lower, (high - low) / width, self.derivative(lower))
-        middle = (lower + upper) / 2
+        middle = (lower + upper) / 2 if fraction is None else lower + fraction * (upper - lower)
+        middle = torch.minimum(torch.maximum(middle, lower), upper)  # inside, whatever the rounding
         tangent = self.derivative(middle)
         at_middle = self(middle)
         # Values of a bounded function err by a few units of its bound, its derivative too (1 - tanh^2

@@ -57,9 +57,10 @@ class Layout:
 
     @property
     def sloped(self) -> tuple[int, ...]:
-        """The output node ids of the splittable layers with optimisable slopes (alpha-CROWN's)."""
+        """The output node ids of the splittable layers alpha-CROWN optimises (their lower slopes, or their
+        tangent points)."""
         return tuple(
-            o for o, layer in zip(self.outputs, self.layers, strict=True) if layer.slopes is not None
+            o for o, layer in zip(self.outputs, self.layers, strict=True) if layer.initial_slopes is not None
         )
 
     @property
@@ -255,7 +256,7 @@ def _starting_parameters(
     warm_alphas, warm_betas = warm if warm is not None else ({}, {})
     alphas = {}
     for node in layers:
-        if node.layer.initial_slopes is None:  # no optimisable slopes (a Sigmoid): its lines stay
+        if node.layer.initial_slopes is None:  # nothing to optimise (a HardTanh): its lines stay
             continue
         start = warm_alphas.get(node.id)
         if start is None:

@@ -407,6 +407,34 @@ def test_alpha_crown_of_every_layer_optimises_the_neurons_a_smooth_activation_re
     assert bool((bounds["all"] <= reached + 1e-9).all())
 
 
+@pytest.mark.parametrize("activation", ["Sigmoid", "Tanh"])
+def test_alpha_crown_moves_where_the_tangents_of_sigmoid_and_tanh_touch(activation):
+    """Sigmoid and Tanh have no lower lines through the origin to optimise; alpha-CROWN moves where their
+    tangents touch instead (CROWN's touch at the middle), per margin and neuron: the bounds rise above
+    CROWN's (they were CROWN's before), the outputs' slopes and every layer's alike, and stay below every
+    sampled margin."""
+    from daic.runtime import Sigmoid, Tanh
+    from tests.runtime.certification.test_complete import blob_network
+
+    net = blob_network(0, width=8, activation={"Sigmoid": Sigmoid, "Tanh": Tanh}[activation])
+    x = torch.rand(12, 2, generator=torch.Generator().manual_seed(10), dtype=torch.float64)
+    with torch.no_grad():
+        y = net(x).argmax(1)
+    lower, upper = (x - 0.1).clamp(0, 1), (x + 0.1).clamp(0, 1)
+    with torch.no_grad():
+        crown = CROWNBound().margins(net, lower, upper, y, "hybrid")
+        bounds = [AlphaCROWNBound(steps=20, layers=layers).margins(net, lower, upper, y, "hybrid")
+                  for layers in ("output", "all")]  # fmt: skip
+        points = lower + (upper - lower) * torch.rand(4000, 1, 2, generator=torch.Generator().manual_seed(1),
+                                                      dtype=torch.float64)  # fmt: skip
+        outputs = net(points.view(-1, 2)).view(4000, 12, 3)
+    reached = torch.stack([outputs[:, i, t] - outputs[:, i, [j for j in range(3) if j != t]].T
+                           for i, t in enumerate(y.tolist())], 0).amin(-1)  # fmt: skip
+    for bound in bounds:
+        assert bool((bound >= crown - 1e-12).all()) and float((bound - crown).sum()) > 0.5
+        assert bool((bound <= reached + 1e-9).all())
+
+
 def test_alpha_crown_of_every_layer_needs_crowns_intermediate_bounds():
     with pytest.raises(ValueError, match='intermediate="box" takes none from CROWN'):
         AlphaCROWNBound(layers="all", intermediate="box")

@@ -62,7 +62,30 @@ def test_every_members_relaxation_and_image_hold_in_exact_arithmetic(member, see
     lower, upper = intervals(seed)
     with outward_rounding():
         lines = member.relaxation(lower, upper)
-        image_low, image_high = member.interval(lower, upper)
+        image = member.interval(lower, upper)
+    _check(member, lower, upper, lines, image, seed)
+    if member.lower_through_origin:  # declared, so back-substitution drops the intercepts unread
+        assert bool((lines.lb == 0).all())
+
+
+@pytest.mark.parametrize("member", [Sigmoid(), Tanh()], ids=repr)
+@pytest.mark.parametrize("seed", [0, 1])
+def test_sigmoid_and_tanh_lines_at_every_tangent_point_alpha_crown_may_choose_hold_exactly(member, seed):
+    """alpha-CROWN chooses where the tangent touches (a fraction of the way from the lower bound to the
+    upper): at every fraction, ends included, the lines hold in exact arithmetic."""
+    lower, upper = intervals(seed)
+    fraction = torch.rand(len(lower), generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    fraction[::7], fraction[1::7] = 0.0, 1.0
+    with outward_rounding():
+        lines = member.relaxation(lower, upper, fraction)
+        image = member.interval(lower, upper)
+    _check(member, lower, upper, lines, image, seed)
+
+
+def _check(member, lower: torch.Tensor, upper: torch.Tensor, lines, image, seed: int) -> None:
+    """Each line below or above the member at the interval's ends and at sampled floats inside it, in
+    exact arithmetic; the image around it; the lines the function where declared exact."""
+    image_low, image_high = image
     g = torch.Generator().manual_seed(seed + 7)
     for k in range(len(lower)):
         low, high = float(lower[k]), float(upper[k])
@@ -77,8 +100,6 @@ def test_every_members_relaxation_and_image_hold_in_exact_arithmetic(member, see
             _compare(Fraction(float(image_low[k])), value, Fraction(float(image_high[k])))
             if bool(lines.exact[k]):  # declared exact: both lines are the function
                 assert below == above == value
-    if member.lower_through_origin:  # declared, so back-substitution drops the intercepts unread
-        assert bool((lines.lb == 0).all())
 
 
 @pytest.mark.parametrize("member", [m for m in MEMBERS if m.slopes is not None], ids=repr)
