@@ -79,7 +79,10 @@ def test_sigmoid_and_tanh_lines_at_every_tangent_point_alpha_crown_may_choose_ho
     with outward_rounding():
         lines = member.relaxation(lower, upper, fraction)
         image = member.interval(lower, upper)
+        # Back-substitution's rounding is bounded by the largest intercept the member declares.
+        declared = member.rounding(Box.from_bounds(lower, upper)).largest_back_constant()
     _check(member, lower, upper, lines, image, seed)
+    assert float(torch.maximum(lines.lb.abs(), lines.ub.abs()).max()) <= declared
 
 
 def _check(member, lower: torch.Tensor, upper: torch.Tensor, lines, image, seed: int) -> None:
