@@ -7,12 +7,14 @@ a parse error with the bracket that was never closed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .source import LINE_BREAK
 
 OPENERS = {"(": ")", "[": "]", "{": "}"}
 CLOSERS = {v: k for k, v in OPENERS.items()}
+NESTING = "()[]{}+-*/,"
+"""The characters that open or close a bracket, chain an operator, or end a chain (what `_Nesting` reads)."""
 MAX_DEPTH = 64
 MAX_OPERATORS = 200
 """Operators that may stand in one chain (`1 + 1 + ...`, `- - 1`), counted along the open brackets: each
@@ -38,10 +40,7 @@ def scan(text: str, start: int = 0, end: int | None = None) -> Scan:
     """Scan text[start:end] for comments, bracket balance and depth. Offsets are into `text`."""
     end = len(text) if end is None else end
     comments: list[tuple[int, int]] = []
-    stack: list[Bracket] = []
-    chains = [0]  # operators since the last comma, per open bracket (the outermost level first)
-    operators = 0  # their sum: how deep the current operator stands in the expression's tree
-    too_deep: Bracket | None = None
+    nesting = _Nesting()
     unterminated: int | None = None
     i = start
     while i < end:
@@ -53,31 +52,55 @@ def scan(text: str, start: int = 0, end: int | None = None) -> Scan:
             i = stop
             continue
         if ch == '"':
-            j = i + 1
-            while j < end and text[j] not in '"\r\n':
-                escaped = text[j] == "\\" and j + 1 < end and text[j + 1] not in "\r\n"
-                j += 2 if escaped else 1
-            if j >= end or text[j] != '"':
-                unterminated = i if unterminated is None else unterminated
-                i = j
-                continue
-            i = j + 1
+            after, closed = _string_end(text, i, end)
+            if not closed and unterminated is None:
+                unterminated = i
+            i = after
             continue
-        if ch in OPENERS:
-            stack.append(Bracket(ch, i))
-            chains.append(0)
-            if len(stack) > MAX_DEPTH and too_deep is None:
-                too_deep = stack[-1]
-        elif ch in CLOSERS and stack and stack[-1].char == CLOSERS[ch]:
-            stack.pop()
-            operators -= chains.pop()
-        elif ch in "+-*/":
-            chains[-1] += 1
-            operators += 1
-            if operators > MAX_OPERATORS and too_deep is None:
-                too_deep = Bracket(ch, i)
-        elif ch == ",":
-            operators -= chains[-1]
-            chains[-1] = 0
+        if ch in NESTING:
+            nesting.read(ch, i)
         i += 1
-    return Scan(tuple(comments), tuple(stack), too_deep, unterminated)
+    return Scan(tuple(comments), tuple(nesting.stack), nesting.too_deep, unterminated)
+
+
+def _string_end(text: str, i: int, end: int) -> tuple[int, bool]:
+    """Where the string whose quote is at `i` ends: after its closing quote (True), or where its line or
+    the text ends first (False)."""
+    j = i + 1
+    while j < end and text[j] not in '"\r\n':
+        escaped = text[j] == "\\" and j + 1 < end and text[j + 1] not in "\r\n"
+        j += 2 if escaped else 1
+    if j >= end or text[j] != '"':
+        return j, False
+    return j + 1, True
+
+
+@dataclass
+class _Nesting:
+    """The open brackets, and the operators of the expression being read counted along them: `chains`
+    holds the operators since the last comma per open bracket (the outermost level first), `operators`
+    their sum, how deep the current operator stands in the expression's tree."""
+
+    stack: list[Bracket] = field(default_factory=list)
+    chains: list[int] = field(default_factory=lambda: [0])
+    operators: int = 0
+    too_deep: Bracket | None = None
+
+    def read(self, ch: str, i: int) -> None:
+        """One character outside comments and strings."""
+        if ch in OPENERS:
+            self.stack.append(Bracket(ch, i))
+            self.chains.append(0)
+            if len(self.stack) > MAX_DEPTH and self.too_deep is None:
+                self.too_deep = self.stack[-1]
+        elif ch in CLOSERS and self.stack and self.stack[-1].char == CLOSERS[ch]:
+            self.stack.pop()
+            self.operators -= self.chains.pop()
+        elif ch in "+-*/":
+            self.chains[-1] += 1
+            self.operators += 1
+            if self.operators > MAX_OPERATORS and self.too_deep is None:
+                self.too_deep = Bracket(ch, i)
+        elif ch == ",":
+            self.operators -= self.chains[-1]
+            self.chains[-1] = 0
