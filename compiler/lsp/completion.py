@@ -52,18 +52,7 @@ def _items(ctx: Context, analysis: Analysis, markup: T.MarkupKind) -> list[T.Com
     if where == "extends":
         return [T.CompletionItem(n, kind=K.Class) for n in (scope.scheme_names(module) if module else [])]
     if where == "field":
-        used = set(ctx.innermost.used) if ctx.innermost else set()
-        return [
-            T.CompletionItem(
-                p.name,
-                kind=K.Field,
-                detail=str(p.type),
-                documentation=Doc().text(p.doc).content(markup),
-                insert_text=f"{p.name} = ",
-            )
-            for p in block_decl(ctx).params
-            if p.name not in used
-        ]
+        return _field_items(ctx, markup)
     if where == "layer":
         return [
             item
@@ -71,25 +60,36 @@ def _items(ctx: Context, analysis: Analysis, markup: T.MarkupKind) -> list[T.Com
             for item in _constructor_items(d, markup, K.Class)
         ]
     if where == "param":
-        decl = layer_decl(ctx.layer)
-        if decl is None:
-            return []
-        return [
-            T.CompletionItem(
-                p.name,
-                kind=K.Property,
-                detail=p.signature_text(),
-                documentation=Doc().text(p.doc).content(markup),
-                insert_text=p.name + "=",
-            )
-            for p in decl.params
-            if p.name not in ctx.used
-        ]
+        return _param_items(ctx, markup)
     if where == "argument":
         return _keyword_items(ctx, markup) + _value_items(ctx, module, markup)
     if where == "value":
         return _value_items(ctx, module, markup)
     return []
+
+
+def _field_items(ctx: Context, markup: T.MarkupKind) -> list[T.CompletionItem]:
+    """The fields of the block the cursor is in that it does not set yet."""
+    used = set(ctx.innermost.used) if ctx.innermost else set()
+    return [
+        T.CompletionItem(p.name, kind=K.Field, detail=str(p.type),
+                         documentation=Doc().text(p.doc).content(markup), insert_text=f"{p.name} = ")
+        for p in block_decl(ctx).params
+        if p.name not in used
+    ]  # fmt: skip
+
+
+def _param_items(ctx: Context, markup: T.MarkupKind) -> list[T.CompletionItem]:
+    """The parameters of the layer the cursor is in that its line does not give yet."""
+    decl = layer_decl(ctx.layer)
+    if decl is None:
+        return []
+    return [
+        T.CompletionItem(p.name, kind=K.Property, detail=p.signature_text(),
+                         documentation=Doc().text(p.doc).content(markup), insert_text=p.name + "=")
+        for p in decl.params
+        if p.name not in ctx.used
+    ]  # fmt: skip
 
 
 def stdlib_modules() -> list[str]:
