@@ -164,17 +164,11 @@ def _inside(tok: Token, offset: int) -> bool:
 
 
 def context(text: str, offset: int, language: str) -> Context:
+    """Where the cursor at `offset` stands in its piece of the source (a statement, a field, a layer's
+    parameter, a value, a comment or string) and the name being typed before it."""
     offset = max(0, min(offset, len(text)))
     start, stop = piece_bounds(text, offset, language)
-    prefix_start = offset
-    while prefix_start > start and (
-        _WORD.match(text[prefix_start - 1])
-        or (text[prefix_start - 1] == "." and _name_before(text, prefix_start - 1))
-    ):
-        prefix_start -= 1
-    if prefix_start < offset and text[prefix_start].isdigit():
-        prefix_start = offset  # inside a number: nothing is being named
-
+    prefix_start = _name_start(text, offset, start)
     stack: list[Frame] = []
     top: list[Token] = []  # the piece's tokens outside every bracket
     snapshot: list[Frame] | None = None  # the frames open at the cursor, as they were there
@@ -205,6 +199,20 @@ def context(text: str, offset: int, language: str) -> Context:
         ctx.where = "statement"
         return ctx
     return _dai_context(ctx, top_before)
+
+
+def _name_start(text: str, offset: int, start: int) -> int:
+    """Where the (possibly dotted) name that ends at the cursor begins, not before the piece's `start`; the
+    cursor itself inside a number (nothing is being named)."""
+    prefix_start = offset
+    while prefix_start > start and (
+        _WORD.match(text[prefix_start - 1])
+        or (text[prefix_start - 1] == "." and _name_before(text, prefix_start - 1))
+    ):
+        prefix_start -= 1
+    if prefix_start < offset and text[prefix_start].isdigit():
+        return offset
+    return prefix_start
 
 
 def _snapshot(stack: list[Frame]) -> list[Frame]:
