@@ -271,42 +271,40 @@ class _Analyzer:
             node.params += params
         node.branch_shapes = (outs[0], outs[1])
         first, second = outs
-        if first is None or second is None:
-            node.out_shape = None
-            return None
+        node.out_shape = None if first is None or second is None else self._joined(node, first, second)
+        return node.out_shape
+
+    def _joined(self, node: BlockNode, first: Shape, second: Shape) -> Shape | None:
+        """The shape the block's closer makes of its branches' (their sum, or their channels joined), or
+        None with the error saying why they do not fit."""
         closer = node.heads[2]
         if node.kind == "sum":
-            if first != second:
-                self.sink.append(
-                    error(
-                        C.BRANCH_SHAPES,
-                        f"cannot sum branches of shapes {hwc(first)} and {hwc(second)}",
-                        closer.kind_span,
-                        hint="both branches of a residual block must produce the same shape",
-                    )
+            if first == second:
+                return first
+            self.sink.append(
+                error(
+                    C.BRANCH_SHAPES,
+                    f"cannot sum branches of shapes {hwc(first)} and {hwc(second)}",
+                    closer.kind_span,
+                    hint="both branches of a residual block must produce the same shape",
                 )
-                node.out_shape = None
-                return None
-            node.out_shape = first
-        else:
-            if len(first) != 3 or len(second) != 3 or first[1:] != second[1:]:
-                images = len(first) == 3 and len(second) == 3
-                self.sink.append(
-                    error(
-                        C.BRANCH_SHAPES,
-                        f"cannot concatenate branches of shapes {hwc(first)} "
-                        f"and {hwc(second)} along the channels",
-                        closer.kind_span,
-                        hint="the branches must agree in height and width"
-                        if images
-                        else f"`{closer.kind}` joins the channels of images ([height, width, channels]); "
-                        "a branch that ends in a vector has none",
-                    )
-                )
-                node.out_shape = None
-                return None
-            node.out_shape = (first[0] + second[0], first[1], first[2])
-        return node.out_shape
+            )
+            return None
+        if len(first) == 3 and len(second) == 3 and first[1:] == second[1:]:
+            return (first[0] + second[0], first[1], first[2])
+        images = len(first) == 3 and len(second) == 3
+        self.sink.append(
+            error(
+                C.BRANCH_SHAPES,
+                f"cannot concatenate branches of shapes {hwc(first)} and {hwc(second)} along the channels",
+                closer.kind_span,
+                hint="the branches must agree in height and width"
+                if images
+                else f"`{closer.kind}` joins the channels of images ([height, width, channels]); "
+                "a branch that ends in a vector has none",
+            )
+        )
+        return None
 
     # --- TAPS: one split of the network, on its main path, only while training ----------------------------
 
