@@ -8,8 +8,6 @@ file damaged on disk is refused rather than loaded with some of its weights chan
 
 from __future__ import annotations
 
-import os
-import tempfile
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -17,40 +15,11 @@ from typing import IO, Any
 
 import torch
 
+from daic.files import write_atomic
+
 
 class DamagedCheckpoint(Exception):
     """A file that is not a whole checkpoint archive, or whose records do not match their checksums."""
-
-
-def write_atomic(
-    path: str | Path, write: Callable[[IO[bytes]], None], before_rename: Callable[[], None] | None = None
-) -> None:
-    """Write `path` whole or not at all: `write` fills a temporary file beside it, which is synced and
-    renamed over `path`; the folder is synced too, so that the rename survives a crash of the machine.
-    On any failure the temporary file is removed and the error raised. `before_rename` runs once the data is
-    on disk (a test stops a run there to leave a temporary file behind, as a kill would)."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp's 0600 would make this the folder's one private file
-        with os.fdopen(fd, "wb") as handle:
-            write(handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        if before_rename is not None:
-            before_rename()
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    _sync_folder(target.parent)
-
-
-def temporaries(path: str | Path) -> list[Path]:
-    """The temporary files `write_atomic` left beside `path` when it was killed while writing."""
-    target = Path(path)
-    return sorted(target.parent.glob(f".{target.name}.*.tmp"))
 
 
 def save_atomic(
@@ -114,22 +83,3 @@ def _check_archive(path: Path) -> None:
         raise DamagedCheckpoint(f"a record is cut short or misplaced ({exc})") from None
     if bad is not None:
         raise DamagedCheckpoint(f"its record {bad} does not match its checksum")
-
-
-def _sync_folder(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return  # a platform or file system that cannot open folders: the rename is still atomic
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask

@@ -12,7 +12,7 @@ import click
 from daic import api
 from daic.compiler.commands import render
 from daic.compiler.commands.check import plural, stdin_given
-from daic.compiler.jobs.formatting import Formatted, write_atomically
+from daic.compiler.jobs.formatting import Formatted, rewrite
 
 
 def _report_syntax(result: Formatted) -> None:
@@ -67,7 +67,7 @@ def _format_file(result: Formatted, check_only: bool, diff: bool) -> str:
         click.echo(f"would reformat {result.path}")
     else:
         try:
-            write_atomically(result.path, result.text)
+            rewrite(result.path, result.text)
         except OSError as exc:
             click.echo(f"daic: cannot write {result.path}: {exc.strerror or exc}", err=True)
             return "unwritable"

@@ -155,7 +155,8 @@ def write_import(source: str | Path, net: Path, force: bool = False) -> tuple[Im
     file replaced only with `force`. Returns the import, the checkpoint's path and the largest difference
     between onnxruntime's outputs and the imported network's (-1 without onnxruntime)."""
     from daic.errors import DaicError
-    from daic.runtime.checkpoint import save_atomic, write_atomic
+    from daic.files import write_atomic
+    from daic.runtime.checkpoint import save_atomic
 
     weights = net.with_suffix(".pt")
     if net.suffix != ".net":

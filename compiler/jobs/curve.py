@@ -176,7 +176,7 @@ def write_curve(out: Path, curve: list[dict[str, Any]]) -> None:
         }
         for s in curve
     ]
-    from daic.runtime.checkpoint import write_atomic
+    from daic.files import write_atomic
 
     for suffix, data in ((".curve.json", (json.dumps(figures, indent=2) + "\n").encode()),
                          (".curve.png", plot_curve(figures))):  # fmt: skip

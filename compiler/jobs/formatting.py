@@ -6,13 +6,13 @@ from __future__ import annotations
 import difflib
 import os
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from daic.compiler.checking.check import FileReport, parse_source
 from daic.compiler.checking.sources import Source
 from daic.dsl.format import format_tree
+from daic.files import write_atomic
 
 NO_NEWLINE = "\\ No newline at end of file\n"
 
@@ -56,17 +56,8 @@ def _lines(text: str) -> list[str]:
     return [line for line in re.split(r"(?<=\n)", text) if line]
 
 
-def write_atomically(path: str, text: str) -> None:
-    """Write next to the file, then rename over it: an interrupted write never leaves half a file. A
-    symbolic link is followed: its target is rewritten and the link stays a link."""
+def rewrite(path: str, text: str) -> None:
+    """The file at `path` replaced by `text` whole or not at all (`daic.files.write_atomic`), keeping its
+    permissions. A symbolic link is followed: its target is rewritten and the link stays a link."""
     target = Path(os.path.realpath(path))
-    mode = target.stat().st_mode
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
-        os.chmod(tmp, mode)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(target, lambda handle: handle.write(text.encode("utf-8")), mode=target.stat().st_mode)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from daic.errors import DaicError
+from daic.files import write_atomic
 
 if TYPE_CHECKING:
     from daic.compiler.jobs.curve import Known
@@ -190,7 +190,7 @@ class Record:
                 )
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            _write_atomically(self.sidecar, json.dumps(identity, indent=2) + "\n")
+            _write_text(self.sidecar, json.dumps(identity, indent=2) + "\n")
         except OSError as exc:
             raise DaicError(f"cannot write {self.sidecar}: {exc.strerror or exc}", exit_code=2) from None
         self.merge()  # parts a killed run of several processes left behind
@@ -235,7 +235,7 @@ class Record:
         if not parts and self.path.exists() and self._lines() == [json.dumps(row) for row in rows]:
             return  # one file already, in order (a curve's carried verdicts are written out of order)
         if rows or parts:
-            _write_atomically(self.path, "".join(json.dumps(row) + "\n" for row in rows))
+            _write_text(self.path, "".join(json.dumps(row) + "\n" for row in rows))
         for part in parts:
             part.unlink(missing_ok=True)
 
@@ -284,13 +284,5 @@ def _sha256(path: str) -> str:
     return digest.hexdigest()
 
 
-def _write_atomically(path: Path, text: str) -> None:
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(temporary, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    finally:
-        temporary.unlink(missing_ok=True)
+def _write_text(path: Path, text: str) -> None:
+    write_atomic(path, lambda handle: handle.write(text.encode("utf-8")))

@@ -9,7 +9,8 @@ import zipfile
 import pytest
 import torch
 
-from daic.runtime.checkpoint import DamagedCheckpoint, load, save_atomic, temporaries
+from daic.files import temporaries
+from daic.runtime.checkpoint import DamagedCheckpoint, load, save_atomic
 
 
 def state() -> dict:

@@ -11,7 +11,7 @@ A run folder is in one of four states, read from its files (`RunFolder.state`):
   the epochs were raised.
 
 A run moves through them in this order, and every file is written whole or not at all (a temporary file
-beside it, synced, then renamed over it; `runtime.checkpoint.write_atomic`): the folder is made, run.json
+beside it, synced, then renamed over it; `daic.files.write_atomic`): the folder is made, run.json
 is written (started), the sources are copied, then each epoch appends its metrics row and renames its
 checkpoint into place (has a checkpoint), and at the end the report is written and run.json marked
 finished. A kill between any two steps therefore leaves one of the four states, which the same command
@@ -117,7 +117,7 @@ class RunFolder:
 
     def remove_temporaries(self, copies: list[str]) -> None:
         """The temporary files a kill left while one of the run's files was being written."""
-        from daic.runtime.checkpoint import temporaries
+        from daic.files import temporaries
 
         for name in {*RUN_FILES, *copies}:
             for stale in temporaries(self.path / name):
@@ -125,7 +125,7 @@ class RunFolder:
 
     def write(self, name: str, data: bytes) -> None:
         """One of the run's files, whole or not at all."""
-        from daic.runtime.checkpoint import write_atomic
+        from daic.files import write_atomic
 
         write_atomic(self.path / name, lambda handle: handle.write(data))
 

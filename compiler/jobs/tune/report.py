@@ -97,7 +97,7 @@ def report_study(plan: StudyPlan, study, data_root: str | None, device: str) -> 
 
 def _write(plan: StudyPlan, name: str, data: bytes) -> None:
     """A file of the study's folder, whole or not at all (a worker killed while writing leaves the old)."""
-    from daic.runtime.checkpoint import write_atomic
+    from daic.files import write_atomic
 
     write_atomic(plan.folder / name, lambda handle: handle.write(data))
 

@@ -78,7 +78,7 @@ def trial_fields(plan: StudyPlan, choose: Callable[[Space], object], folder: Pat
 
 def write_trial(plan: StudyPlan, number: int, fields: dict[str, object], params: dict) -> Path:
     """`trial-NNN.dai` in the study's folder, whole or not at all."""
-    from daic.runtime.checkpoint import write_atomic
+    from daic.files import write_atomic
 
     chosen = "\n".join(f"  {name} = {value}" for name, value in params.items())
     comment = (
