@@ -15,9 +15,9 @@ def write_atomic(
     mode: int | None = None,
 ) -> None:  # fmt: skip
     """Write `path` whole or not at all: `write` fills a temporary file beside it, which is synced and
-        renamed over `path`; the folder is synced too, so that the rename survives a crash of the machine.
-        On any failure the temporary file is removed and the error raised. `before_rename` runs once the data is
-        on disk (a test stops a run there to leave a temporary file behind, as a kill would). `mode`: the new
+    renamed over `path`; the folder is synced too, so that the rename survives a crash of the machine. On
+    any failure the temporary file is removed and the error raised. `before_rename` runs once the data is on
+    disk (a test stops a run there to leave a temporary file behind, as a kill would). `mode`: the new
     file's permissions (default: a new file's, by the umask)."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -316,41 +316,34 @@ class _Analyzer:
         for node, where in _layers_with_heads(nodes):
             if node.built is None or node.built.decl.name != "TAPS":
                 continue
-            layer = node.layer
             if node.built.args.get("only_train") is False:
-                param = layer.param("only_train")
+                param = node.layer.param("only_train")
                 self.sink.append(
                     error(
                         C.TAPS_ONLY_TRAIN,
                         "`TAPS` with only_train=False would act at test time, "
                         "where its margins would be read as bounds",
-                        param.span if param else layer.kind_span,
+                        param.span if param else node.layer.kind_span,
                         hint="TAPS's bounds are estimates, not bounds: it may only shape training",
                     )
                 )
-            if where is not None:
-                head, opener = where
-                self.sink.append(
-                    error(
-                        C.TAPS_PLACEMENT,
-                        f"`TAPS` inside the `{head.kind}` branch of the block at line {opener.span.line}",
-                        layer.kind_span,
-                        hint="TAPS splits the whole network: put it on the main path, before or after the "
-                        "block",
-                    )
-                )
-            elif first is not None:
-                self.sink.append(
-                    error(
-                        C.TAPS_PLACEMENT,
-                        f"a second `TAPS` layer: the network is already split at line {first.span.line}",
-                        layer.kind_span,
-                        hint="TAPS splits a network once, into a feature extractor and a classifier; "
-                        "keep one",
-                    )
-                )
-            else:
-                first = layer
+            if not self._taps_misplaced(node.layer, where, first):
+                first = node.layer
+
+    def _taps_misplaced(self, layer: A.Layer, where, first: A.Layer | None) -> bool:
+        """Reports a TAPS layer inside a block's branch (`where`: its head and opener), or after the one
+        that already split the network (`first`); whether it was either."""
+        if where is not None:
+            head, opener = where
+            message = f"`TAPS` inside the `{head.kind}` branch of the block at line {opener.span.line}"
+            hint = "TAPS splits the whole network: put it on the main path, before or after the block"
+        elif first is not None:
+            message = f"a second `TAPS` layer: the network is already split at line {first.span.line}"
+            hint = "TAPS splits a network once, into a feature extractor and a classifier; keep one"
+        else:
+            return False
+        self.sink.append(error(C.TAPS_PLACEMENT, message, layer.kind_span, hint=hint))
+        return True
 
     # --- a pooling layer without its kernel: a later annotation may tell ----------------------------------
 

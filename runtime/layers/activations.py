@@ -162,7 +162,7 @@ class _Sigmoidal(Activation):
 
     def back_symbolic(self, coeffs, node, how):
         lower, upper = node.parents[0].bounds()
-        fraction = how.lower_slope(node, coeffs, torch.full_like(lower, 0.5))
+        fraction = how.lower_slope(node, coeffs, self.initial_slopes(node))
         if fraction is None:  # CROWN's lines (the tangents at the middle), per neuron
             return super().back_symbolic(coeffs, node, how)
         # Used within [0, 1] whatever the optimiser left, the gradient passed straight through.

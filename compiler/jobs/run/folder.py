@@ -207,16 +207,7 @@ def _scheme_copy(plan: Plan, folder: Path) -> str:
             net = moved
         else:
             return node  # a shipped stdlib/ network, or one that is not there: as written
-        if own is not None:
-            value = A.String(net, span=own.value.span)
-            return replace(
-                node, fields=tuple(replace(f, value=value) if f is own else f for f in node.fields)
-            )
-        # Inherited from a base: set here, on the scheme's own line.
-        field = A.Field(
-            "net", A.String(net, span=node.name_span), span=node.name_span, name_span=node.name_span
-        )
-        return replace(node, fields=(field, *node.fields))
+        return _net_set(node, net)
 
     tree = plan.module.tree
     statements = tuple(
@@ -224,6 +215,16 @@ def _scheme_copy(plan: Plan, folder: Path) -> str:
         for s in tree.statements
     )
     return format_tree(replace(tree, statements=statements))
+
+
+def _net_set(node: A.Scheme, net: str) -> A.Scheme:
+    """`node` with its `net` field saying `net`; one it inherits from a base is set on its own line."""
+    own = node.get_field("net")
+    if own is not None:
+        value = A.String(net, span=own.value.span)
+        return replace(node, fields=tuple(replace(f, value=value) if f is own else f for f in node.fields))
+    field = A.Field("net", A.String(net, span=node.name_span), span=node.name_span, name_span=node.name_span)
+    return replace(node, fields=(field, *node.fields))
 
 
 def _row(line: str) -> dict | None:
