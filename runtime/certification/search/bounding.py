@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from daic.runtime.certification.search.bounded import Bounded
 from daic.runtime.context import AbstractContext
 from daic.runtime.domains.coeffs import Dense
 from daic.runtime.domains.element import margin_others
@@ -23,6 +24,10 @@ LEAST_GAIN = 0.02
 by at least this share (`Symbolic.input`'s ``least_gain``). On an MNIST CNN7 trained with intervals it
 narrowed its five layers by 0.7% to 0% beside the hybrid zonotope in 28 s of the root's 30; without it,
 the root's alpha-CROWN verified image 55 in 12 s. On an MNIST ConvBig its last layer gains 5% and stays."""
+
+NARROW_SHARE = 0.1
+"""The share of a batch its warm start must prove for the rest to be optimised in a batch of their own: making
+their graph again costs one interval pass, and each Adam step then costs the open subdomains alone."""
 
 
 Warm = tuple[dict[int, Tensor], dict[int, Tensor]]
@@ -94,23 +99,6 @@ class Work:
 
 
 @dataclass
-class Bounded:
-    """What bounding a batch found, per subdomain: ``lower`` ``(N, K)`` bounds of its margins, whether its
-    splits contradict each other, the corner of its box that minimises its worst row's linear bound, its
-    split nodes' bounds (``(N, *F)`` by node id), its coefficients on each splittable layer's output (for
-    branching), and its slopes and multipliers at the step where each row was best (by output node id,
-    ``(N, K, *F)``; empty without optimisation)."""
-
-    lower: Tensor
-    infeasible: Tensor
-    corners: Tensor
-    split_inputs: dict[int, tuple[Tensor, Tensor]]
-    coefficients: dict[int, Tensor]
-    alphas: dict[int, Tensor]
-    betas: dict[int, Tensor]
-
-
-@dataclass
 class Bounder:
     """How a search bounds its batches: the network, its hybrid-zonotope setting, Adam's steps and rates,
     and whether split nodes' bounds are recomputed by CROWN with the splits (else the companions', within
@@ -146,8 +134,9 @@ class Bounder:
         steps = self.steps if steps is None else steps
         if steps:  # past the deadline: no step, the starting slopes and multipliers kept
             steps = steps if time.perf_counter() < deadline else 0
-            best, recorded, alphas, betas = self._optimise(output, rows, layers, signs, best, recorded,
-                                                            deadline, steps, warm)  # fmt: skip
+            best, recorded, alphas, betas = self._optimised(
+                Start(output, rows, signs, best, recorded, warm), work, companions, deadline, steps
+            )
         corners = minimisers(recorded[value.id].A, best, work.lower, work.upper)
         inputs = {node.parents[0].id: node.parents[0].bounds() for node in layers}
         # The margins folded into the layers after the last nonlinearity and bounded there by its (split,
@@ -156,6 +145,49 @@ class Bounder:
         coefficients = {node.id: recorded[node.id].A for node in layers}
         infeasible = output.analysis.infeasible.clone()
         return Bounded(torch.maximum(best, folded), infeasible, corners, inputs, coefficients, alphas, betas)
+
+    def _optimised(self, start: Start, work: Work, companions: tuple[str, ...], deadline: float, steps: int):
+        """`_optimise` from `start`; where the warm start alone proves at least `NARROW_SHARE` of the batch
+        (often half a round's children: their parent's slopes already suffice), the rest are optimised in
+        a batch of their own, their graph made again from the first one's bounds (no CROWN pass), and the
+        proved keep their warm start's bound and parameters."""
+        if start.warm is None or steps == 0:
+            return self._optimise(start, deadline, steps)
+        start = _at_warm(start)
+        proved = (start.best > 0).all(1) | start.output.analysis.infeasible
+        share = float(proved.float().mean())
+        if share < NARROW_SHARE:
+            return self._optimise(start, deadline, steps)
+        alphas, betas, _ = _starting_parameters(start.rows, start.layers, start.signs, start.warm)
+        alphas = {key: a.detach() for key, a in alphas.items()}
+        betas = {key: b.detach() for key, b in betas.items()}
+        if share == 1.0:
+            return start.best, start.recorded, alphas, betas
+        rest = (~proved).nonzero().squeeze(1)
+        narrowed = self._narrowed(start, work, companions, rest)
+        best, recorded, rest_alphas, rest_betas = self._optimise(narrowed, deadline, steps)
+        return (
+            start.best.index_copy(0, rest, best),
+            {k: Dense(v.A.index_copy(0, rest, recorded[k].A)) for k, v in start.recorded.items()},
+            {k: v.index_copy(0, rest, rest_alphas[k]) for k, v in alphas.items()},
+            {k: v.index_copy(0, rest, rest_betas[k]) for k, v in betas.items()},
+        )
+
+    def _narrowed(self, start: Start, work: Work, companions: tuple[str, ...], rest: Tensor) -> Start:
+        """`start` on the subdomains `rest` alone: their graph made again with the first graph's bounds of
+        every relaxed node as known beforehand (so without CROWN), node ids unchanged."""
+        known = {
+            node.parents[0].id: tuple(b[rest] for b in node.parents[0].bounds())
+            for node in start.output.ancestors() if node.layer is not None and node.layer.relaxes_input
+        }  # fmt: skip
+        signs = None if start.signs is None else {key: sign[rest] for key, sign in start.signs.items()}
+        value = Symbolic.input(work.lower[rest], work.upper[rest], companions, splits=signs, prior=known)
+        warm_alphas, warm_betas = start.warm or ({}, {})
+        warm = ({k: v[rest] for k, v in warm_alphas.items()}, {k: v[rest] for k, v in warm_betas.items()})
+        return Start(
+            model_output(self.model, value, self.relu), Dense(start.rows.A[rest]), signs, start.best[rest],
+            {k: Dense(v.A[rest]) for k, v in start.recorded.items()}, warm,
+        )  # fmt: skip
 
     def _signs(self, work: Work) -> dict[int, Tensor] | None:
         """The split signs by split node, only the nodes some row of the batch splits (one read of the
@@ -166,12 +198,13 @@ class Bounder:
         used = torch.stack([sign.flatten(1).any(1).any() for sign in per_node.values()]).tolist()
         return {node: sign for (node, sign), split in zip(per_node.items(), used, strict=True) if split}
 
-    def _optimise(self, output, rows, layers, signs, best, recorded, deadline, steps, warm):
+    def _optimise(self, start: Start, deadline: float, steps: int):
         """alpha- and beta-CROWN: the lower slopes and the split constraints' multipliers, by Adam, from
-        CROWN's slopes and zero multipliers or from `warm`, keeping the best bound of each row (each setting
-        gives a sound one), until `deadline`. Returns the best bounds, their rows as recorded, and the
-        slopes and multipliers at the step where each row was best."""
-        alphas, betas, weighed = _starting_parameters(rows, layers, signs, warm)
+        CROWN's slopes and zero multipliers or from the warm start, keeping the best bound of each row (each
+        setting gives a sound one), until `deadline`. Returns the best bounds, their rows as recorded, and
+        the slopes and multipliers at the step where each row was best."""
+        output, rows, best, recorded = start.output, start.rows, start.best, start.recorded
+        alphas, betas, weighed = _starting_parameters(rows, start.layers, start.signs, start.warm)
         groups = [{"params": list(alphas.values()), "lr": self.lr_alpha}] if alphas else []
         if betas:
             groups.append({"params": list(betas.values()), "lr": self.lr_beta})
@@ -194,6 +227,35 @@ class Bounder:
                 break
             _adam_step(optimizer, alphas, betas, grads)
         return best, recorded, kept_alphas, kept_betas
+
+
+@dataclass
+class Start:
+    """Where a batch's optimisation starts: its graph's output node, its rows, the split signs by split
+    node, the best bounds so far and their rows as recorded (by node id), and the warm start, if any."""
+
+    output: Symbolic
+    rows: Dense
+    signs: dict[int, Tensor] | None
+    best: Tensor
+    recorded: dict[int, Dense]
+    warm: Warm | None
+
+    @property
+    def layers(self) -> list[Symbolic]:
+        return [node for node in self.output.ancestors() if splittable(node)]
+
+
+def _at_warm(start: Start) -> Start:
+    """`start` with each row's bound at its warm start taken where better (no gradient: one evaluation)."""
+    alphas, betas, weighed = _starting_parameters(start.rows, start.layers, start.signs, start.warm)
+    how = Backward(alphas, betas, weighed, record=set(start.recorded))
+    with torch.no_grad():
+        found = backsubstitute(start.output, start.rows, how)
+    improved = found > start.best
+    recorded = {k: _kept_rows(improved, start.recorded[k], v) for k, v in how.recorded.items()}
+    return Start(start.output, start.rows, start.signs, torch.where(improved, found, start.best), recorded,
+                 start.warm)  # fmt: skip
 
 
 def model_output(model: nn.Module, value: Symbolic, relu: str) -> Symbolic:
@@ -272,65 +334,3 @@ def _starting_parameters(
             start = torch.zeros((n, k, *sign.shape[1:]), dtype=rows.A.dtype, device=rows.A.device)
         betas[key] = start.clone().requires_grad_(True)
     return alphas, betas, weighed
-
-
-def restricted(bounded: Bounded, keep: Tensor) -> Bounded:
-    """Only the subdomains `keep` (a mask or indices) of `bounded`."""
-    return Bounded(
-        bounded.lower[keep], bounded.infeasible[keep], bounded.corners[keep],
-        {k: (low[keep], up[keep]) for k, (low, up) in bounded.split_inputs.items()},
-        {k: v[keep] for k, v in bounded.coefficients.items()},
-        {k: v[keep] for k, v in bounded.alphas.items()}, {k: v[keep] for k, v in bounded.betas.items()},
-    )  # fmt: skip
-
-
-def padded(bounded: Bounded, most: int) -> Bounded:
-    """`bounded` with its rows padded to `most` by repeating its first (a bound's least is unchanged)."""
-
-    def pad(value: Tensor) -> Tensor:
-        extra = most - value.shape[1]
-        return (
-            value if extra == 0 else torch.cat([value, value[:, :1].expand(-1, extra, *value.shape[2:])], 1)
-        )
-
-    return Bounded(
-        pad(bounded.lower), bounded.infeasible, bounded.corners, bounded.split_inputs,
-        {k: pad(v) for k, v in bounded.coefficients.items()}, {k: pad(v) for k, v in bounded.alphas.items()},
-        {k: pad(v) for k, v in bounded.betas.items()},
-    )  # fmt: skip
-
-
-def joined(parts: list[Bounded], order: Tensor) -> Bounded:
-    """The parts' subdomains one after another, taken in `order`; a multiplier one part lacks (it split no
-    neuron of that layer) is zero there."""
-    keys = {key for part in parts for key in part.betas}
-    for part in parts:
-        for key in keys - set(part.betas):
-            part.betas[key] = torch.zeros_like(part.alphas[key])
-
-    def cat(values: list[Tensor]) -> Tensor:
-        return torch.cat(values)[order]
-
-    first = parts[0]
-    return Bounded(
-        cat([p.lower for p in parts]), cat([p.infeasible for p in parts]), cat([p.corners for p in parts]),
-        {k: (cat([p.split_inputs[k][0] for p in parts]), cat([p.split_inputs[k][1] for p in parts]))
-         for k in first.split_inputs},
-        {k: cat([p.coefficients[k] for p in parts]) for k in first.coefficients},
-        {k: cat([p.alphas[k] for p in parts]) for k in first.alphas},
-        {k: cat([p.betas[k] for p in parts]) for k in keys},
-    )  # fmt: skip
-
-
-def rows_of(bounded: Bounded, margins: Tensor) -> Bounded:
-    """`bounded` (every margin) on the rows `margins` (``(N, K)`` indices) only."""
-    return Bounded(
-        bounded.lower.gather(1, margins), bounded.infeasible, bounded.corners, bounded.split_inputs,
-        {k: v.gather(1, expanded(margins, v)) for k, v in bounded.coefficients.items()},
-        {k: v.gather(1, expanded(margins, v)) for k, v in bounded.alphas.items()}, {},
-    )  # fmt: skip
-
-
-def expanded(margins: Tensor, value: Tensor) -> Tensor:
-    """`margins` ``(N, K)`` as gather indices over dim 1 of `value` ``(N, S, *F)``."""
-    return margins.view(*margins.shape, *[1] * (value.dim() - 2)).expand(-1, -1, *value.shape[2:])

@@ -31,15 +31,8 @@ from torch import Tensor, nn
 
 from daic.runtime.certification.certify import Batch
 from daic.runtime.certification.search import branching
-from daic.runtime.certification.search.bounding import (
-    Bounded,
-    Bounder,
-    Warm,
-    Work,
-    joined,
-    padded,
-    restricted,
-)
+from daic.runtime.certification.search.bounded import Bounded, joined, padded, restricted
+from daic.runtime.certification.search.bounding import Bounder, Warm, Work
 from daic.runtime.certification.search.budget import Budget
 from daic.runtime.certification.search.frontier import Frontier
 from daic.runtime.certification.search.images import Images

@@ -9,7 +9,8 @@ import itertools
 import torch
 from torch import Tensor
 
-from daic.runtime.certification.search.bounding import Bounded, Layout
+from daic.runtime.certification.search.bounded import Bounded
+from daic.runtime.certification.search.bounding import Layout
 
 
 def ranked_neurons(bounded: Bounded, layout: Layout, count: int) -> Tensor:

@@ -9,7 +9,8 @@ import torch
 from torch import Tensor, nn
 
 from daic.runtime.certification.alpha_crown import optimized_lower
-from daic.runtime.certification.search.bounding import LEAST_GAIN, Bounded, restricted, rows_of, splittable
+from daic.runtime.certification.search.bounded import Bounded, restricted, rows_of
+from daic.runtime.certification.search.bounding import LEAST_GAIN, splittable
 from daic.runtime.context import AbstractContext
 from daic.runtime.domains.coeffs import Dense
 from daic.runtime.domains.symbolic import SAMPLE, Symbolic, backsubstitute, paying_rest, spread_sample
