@@ -25,12 +25,43 @@ from contextlib import contextmanager
 
 import torch
 from torch import Tensor, nn
+from torch.autograd.function import once_differentiable
 
 from daic.runtime.context import AbstractContext
 from daic.runtime.domains import Box, HybridZonotope
 from daic.runtime.domains.rounding import Rounding
 from daic.runtime.layers.affine import AffineFn, affine_box, affine_hz
 from daic.runtime.layers.base import AbstractMixin
+
+
+class _Moments(torch.autograd.Function):
+    """Per channel (dimension 1), the mean and the biased variance of ``x`` over every other dimension.
+
+    torch's `var` reduces in one Welford pass, which on the CPU runs 3-4x slower than two plain passes
+    (the mean, then the centred squares: 6 against 23 ms on a 50 x 64 x 28 x 28 channels-last map), and its
+    backward is composed of several elementwise passes. Here the backward is the one elementwise pass
+    ``dx = (g_mean + 2 g_var (x - mean)) / n``; a step's clean pass takes the statistics of every
+    BatchNorm of an MNIST CNN7 through it (about 4% of an IBP training step)."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor) -> tuple[Tensor, Tensor]:  # type: ignore[override]
+        dims = [0, *range(2, x.dim())]
+        mean = x.mean(dims, keepdim=True)
+        centred = x - mean
+        var = (centred * centred).mean(dims)
+        ctx.save_for_backward(x, mean)
+        return mean.view(-1), var
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_mean: Tensor | None, grad_var: Tensor | None):  # type: ignore[override]
+        x, mean = ctx.saved_tensors
+        n = x.numel() // x.shape[1]
+        per_channel = (1, -1, *[1] * (x.dim() - 2))
+        g_mean = (grad_mean if grad_mean is not None else mean.new_zeros(mean.numel())).view(per_channel) / n
+        if grad_var is None:
+            return g_mean.expand_as(x).clone()
+        return (x - mean).mul_((2 / n) * grad_var.view(per_channel)).add_(g_mean)
 
 
 class BatchNorm(AbstractMixin, nn.Module):
@@ -56,9 +87,7 @@ class BatchNorm(AbstractMixin, nn.Module):
     def batch_statistics(self, x: Tensor, update: bool) -> tuple[Tensor, Tensor]:
         """The mean and (biased) variance of ``x`` per channel; with ``update``, folded into the running
         statistics as torch's BatchNorm does (the unbiased variance, by momentum)."""
-        dims = [0, *range(2, x.dim())]
-        mean = x.mean(dims)
-        var = x.var(dims, unbiased=False)
+        mean, var = _Moments.apply(x)
         if update:
             self._update_running(mean.detach(), var.detach(), x.numel() // self.features)
         return mean, var

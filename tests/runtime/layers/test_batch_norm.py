@@ -39,6 +39,33 @@ def test_the_concrete_forward_is_torchs(shape):
     assert torch.allclose(ours(x), theirs(x), atol=1e-5)
 
 
+@pytest.mark.parametrize("shape", [(6, 3, 4, 5), (6, 3, 4, 5, "channels_last"), (6, 7)],
+                         ids=["image", "channels-last", "vector"])  # fmt: skip
+def test_the_training_gradient_through_the_batch_statistics_is_torchs(shape):
+    """A training pass's statistics take the gradient, as torch's BatchNorm's do (a step's clean pass
+    fixes them for its bounds): our input and parameter gradients equal torch's."""
+    *dims, layout = shape if isinstance(shape[-1], str) else (*shape, None)
+    torch.manual_seed(1)
+    x = (torch.randn(dims, dtype=torch.float64) * 3 + 1).requires_grad_()
+    if layout:
+        x = x.detach().contiguous(memory_format=torch.channels_last).requires_grad_()
+    ours = BatchNorm(dims[1]).double()
+    theirs = (torch.nn.BatchNorm2d if len(dims) == 4 else torch.nn.BatchNorm1d)(dims[1]).double()
+    with torch.no_grad():
+        for layer in (ours, theirs):
+            layer.weight.copy_(torch.linspace(-1, 2, dims[1]))
+            layer.bias.copy_(torch.linspace(0.5, -0.5, dims[1]))
+    outward = torch.randn(dims, dtype=torch.float64)
+    grads = []
+    for layer in (ours, theirs):
+        (layer(x) * outward).sum().backward()
+        grads.append((x.grad.clone(), layer.weight.grad.clone(), layer.bias.grad.clone()))
+        x.grad = None
+    for mine, torchs in zip(*grads, strict=True):
+        torch.testing.assert_close(mine, torchs, rtol=1e-10, atol=1e-12)
+    assert torch.autograd.gradcheck(lambda v: ours.batch_statistics(v, update=False), (x,))
+
+
 def random_norm(features: int) -> BatchNorm:
     layer = BatchNorm(features).double()
     with torch.no_grad():
