@@ -46,8 +46,9 @@ class _Moments(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: Tensor) -> tuple[Tensor, Tensor]:  # type: ignore[override]
         dims = [0, *range(2, x.dim())]
-        mean = x.mean(dims, keepdim=True)
-        centred = x - mean
+        wide = _at_least_single(x)  # a mixed-precision pass's maps: statistics in float32, as torch's
+        mean = wide.mean(dims, keepdim=True)
+        centred = wide - mean
         var = (centred * centred).mean(dims)
         ctx.save_for_backward(x, mean)
         return mean.view(-1), var
@@ -60,8 +61,13 @@ class _Moments(torch.autograd.Function):
         per_channel = (1, -1, *[1] * (x.dim() - 2))
         g_mean = (grad_mean if grad_mean is not None else mean.new_zeros(mean.numel())).view(per_channel) / n
         if grad_var is None:
-            return g_mean.expand_as(x).clone()
-        return (x - mean).mul_((2 / n) * grad_var.view(per_channel)).add_(g_mean)
+            return g_mean.expand_as(x).to(x.dtype, copy=True)
+        grad = (_at_least_single(x) - mean).mul_((2 / n) * grad_var.view(per_channel)).add_(g_mean)
+        return grad.to(x.dtype)
+
+
+def _at_least_single(x: Tensor) -> Tensor:
+    return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
 
 
 class BatchNorm(AbstractMixin, nn.Module):

@@ -246,3 +246,17 @@ def test_branch_and_bound_certifies_a_batchnorm_network_soundly_and_quietly():
     for i in verified:
         points = x[i] + (torch.rand((200, 1, 4, 4), generator=generator, dtype=torch.float64) * 2 - 1) * 0.05
         assert bool((net(points.clamp(0, 1)).argmax(1) == y[i]).all())
+
+
+def test_a_mixed_precision_maps_statistics_are_taken_in_float32():
+    """Under `--amp`, a clean pass's maps are bfloat16: their statistics are those of the same numbers in
+    float32 (torch's BatchNorm also computes them in float32), and the gradient comes back in bfloat16."""
+    torch.manual_seed(2)
+    x = (torch.randn(8, 3, 5, 5) * 4 + 2).bfloat16().requires_grad_()
+    mean, var = BatchNorm(3).batch_statistics(x, update=False)
+    wide = x.detach().float()
+    assert mean.dtype == var.dtype == torch.float32
+    torch.testing.assert_close(mean, wide.mean((0, 2, 3)), rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(var, wide.var((0, 2, 3), unbiased=False), rtol=1e-6, atol=1e-6)
+    (mean.sum() + var.sum()).backward()
+    assert x.grad.dtype == torch.bfloat16 and x.grad.shape == x.shape
