@@ -278,6 +278,16 @@ def _charge(outcomes: list[Outcome], images: Tensor, seconds: float) -> None:
         outcomes[i].seconds += seconds / max(1, len(images))
 
 
+def _balls(
+    x: Tensor, y: Tensor, names: Sequence[int], epsilon: float, value_range: tuple[float, float], relu: str,
+    attacker: Attacker,
+) -> Batch:  # fmt: skip
+    """The images `x` (labels `y`, named by `names`) with their clipped eps-balls, every outcome unknown."""
+    lower, upper, inner_lower, inner_upper = certified_balls(x, epsilon, value_range)
+    outcomes = [Outcome(name, int(label)) for name, label in zip(names, y.tolist(), strict=True)]
+    return Batch(x, y, lower, upper, outcomes, relu, inner_lower, inner_upper, attacker)
+
+
 def certify(
     model: nn.Module,
     steps: Sequence[Step],
@@ -309,10 +319,8 @@ def certify(
     try:
         for start in range(0, len(y), batch):
             xb = x[start : start + batch].to(device=device, dtype=dtype)
-            yb = y[start : start + batch].to(device)
-            lower, upper, inner_lower, inner_upper = certified_balls(xb, epsilon, value_range)
-            outcomes = [Outcome(names[start + i], int(label)) for i, label in enumerate(yb.tolist())]
-            work = Batch(xb, yb, lower, upper, outcomes, relu, inner_lower, inner_upper, attacker)
+            yb, named = y[start : start + batch].to(device), names[start : start + batch]
+            work = _balls(xb, yb, named, epsilon, value_range, relu, attacker)
             for outcome in certify_batch(model, steps, work, outward):
                 done.append(outcome)
                 if on_outcome is not None:

@@ -153,14 +153,11 @@ class Bounder:
         proved keep their warm start's bound and parameters."""
         if start.warm is None or steps == 0:
             return self._optimise(start, deadline, steps)
-        start = _at_warm(start)
+        start, alphas, betas = _at_warm(start)
         proved = (start.best > 0).all(1) | start.output.analysis.infeasible
         share = float(proved.float().mean())
         if share < NARROW_SHARE:
             return self._optimise(start, deadline, steps)
-        alphas, betas, _ = _starting_parameters(start.rows, start.layers, start.signs, start.warm)
-        alphas = {key: a.detach() for key, a in alphas.items()}
-        betas = {key: b.detach() for key, b in betas.items()}
         if share == 1.0:
             return start.best, start.recorded, alphas, betas
         rest = (~proved).nonzero().squeeze(1)
@@ -246,16 +243,19 @@ class Start:
         return [node for node in self.output.ancestors() if splittable(node)]
 
 
-def _at_warm(start: Start) -> Start:
-    """`start` with each row's bound at its warm start taken where better (no gradient: one evaluation)."""
+def _at_warm(start: Start) -> tuple[Start, dict[int, Tensor], dict[int, Tensor]]:
+    """`start` with each row's bound at its warm start taken where better (no gradient: one evaluation),
+    and the warm start's slopes and multipliers as evaluated (what a row proved there keeps)."""
     alphas, betas, weighed = _starting_parameters(start.rows, start.layers, start.signs, start.warm)
+    alphas = {key: a.detach() for key, a in alphas.items()}
+    betas = {key: b.detach() for key, b in betas.items()}
     how = Backward(alphas, betas, weighed, record=set(start.recorded))
     with torch.no_grad():
         found = backsubstitute(start.output, start.rows, how)
     improved = found > start.best
     recorded = {k: _kept_rows(improved, start.recorded[k], v) for k, v in how.recorded.items()}
-    return Start(start.output, start.rows, start.signs, torch.where(improved, found, start.best), recorded,
-                 start.warm)  # fmt: skip
+    best = torch.where(improved, found, start.best)
+    return Start(start.output, start.rows, start.signs, best, recorded, start.warm), alphas, betas
 
 
 def model_output(model: nn.Module, value: Symbolic, relu: str) -> Symbolic:
