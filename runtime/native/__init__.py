@@ -5,11 +5,12 @@ A Box step is bound by memory traffic between its convolutions: the interval ReL
 reads and writes its tensors three times forward and seven times backward, where one pass each suffices,
 and the Box linear layer's weight gradient makes a sign matrix as large as the weight to add one product.
 Back-substitution (CROWN) likewise spends most of its time between its convolutions moving rows through
-ReLU relaxations (seven passes over the rows) and bounding them over a box (four).
+ReLU relaxations (seven passes over the rows) and bounding them over a box (four), and CROWN-IBP makes
+each ReLU's relaxation from its interval bounds in seven passes and differentiates it in about fifteen.
 These functions run one pass on CPU tensors whose layout they can walk, and return None (or False) for
 anything else (another device or dtype, mixed layouts, a gradient to keep, no compiler), where the caller
-keeps its ATen path. The Box kernels give bitwise-equal results on finite values, the back-substitution
-ones the same up to the order of a sum (tests/runtime/domains/test_native.py).
+keeps its ATen path. The Box kernels and the relaxation's lines give bitwise-equal results on finite
+values, the back-substitution ones the same up to the order of a sum (tests/runtime/domains/test_native.py).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ _ARGUMENTS = {
         "box_relu_forward": [_POINTER] * 4 + [_COUNT, _THREADS],
         "box_relu_backward": [_POINTER] * 6 + [_COUNT, _THREADS],
         "add_signed_product": [_POINTER, _COUNT] * 3 + [_COUNT, _COUNT, _THREADS],
+        "crown_relu_forward": [_POINTER] * 6 + [_COUNT, _THREADS],
+        "crown_relu_backward": [_POINTER] * 6 + [_COUNT, _THREADS],
     },
     "linear_kernels": {
         "relaxed": [_POINTER, _POINTER, _COUNT, _COUNT, _POINTER, _POINTER, _COUNT, _POINTER, _POINTER]
@@ -120,6 +123,37 @@ def box_relu_backward(
     if not _walkable((center, *grads)):
         return None
     return _run_flat(kernel, (*grads, center, radius), center)
+
+
+def walks(name: str, *tensors: Tensor) -> bool:
+    """Whether the elementwise kernel `name` runs on these tensors (alike in layout, on the CPU)."""
+    return _walkable(tensors) and _function(name, tensors[0]) is not None
+
+
+def crown_relu_forward(lower: Tensor, upper: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor] | None:
+    """CROWN's relaxation of relu on ``[lower, upper]`` without outward rounding: ``(ls, us, ub, exact)``
+    as `layers.activation.crown_relaxation` gives it (``exact`` boolean), or None."""
+    kernel = _function("crown_relu_forward", lower) if _walkable((lower, upper)) else None
+    if kernel is None:
+        return None
+    lines = (torch.empty_like(lower), torch.empty_like(lower), torch.empty_like(lower))
+    exact = torch.empty_like(lower, dtype=torch.bool)
+    pointers = [ctypes.c_void_p(t.data_ptr()) for t in (lower, upper, *lines, exact)]
+    kernel(*pointers, lower.numel(), torch.get_num_threads())
+    return (*lines, exact)
+
+
+def crown_relu_backward(
+    lower: Tensor, upper: Tensor, grad_us: Tensor, grad_ub: Tensor
+) -> tuple[Tensor, Tensor] | None:
+    """The gradients of ``lower`` and ``upper`` from those of the relaxation's ``us`` and ``ub``, or None."""
+    kernel = _function("crown_relu_backward", lower) if _walkable((lower, upper)) else None
+    if kernel is None:
+        return None
+    grads = (_like(grad_us, lower), _like(grad_ub, lower))
+    if not _walkable((lower, *grads)):
+        return None
+    return _run_flat(kernel, (lower, upper, *grads), lower)
 
 
 def add_signed_product_(grad: Tensor, weight: Tensor, product: Tensor) -> bool:

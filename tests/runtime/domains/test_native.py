@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from daic.runtime import AbstractContext, Box, ReLU, native
-from daic.runtime.layers.activation import _BoxReLU
+from daic.runtime.domains.rounding import outward_rounding
+from daic.runtime.layers.activation import _BoxReLU, _CrownReLU, crown_relaxation
 from daic.runtime.native import build
 
 pytestmark = pytest.mark.skipif(
@@ -119,6 +120,87 @@ def test_gradcheck_through_the_fused_relu():
     center = torch.randn((3, 20), generator=g, dtype=torch.float64, requires_grad=True)
     radius = torch.rand((3, 20), generator=g, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(_BoxReLU.apply, (center, radius))
+
+
+def composed_relaxation(monkeypatch: pytest.MonkeyPatch, lower: torch.Tensor, upper: torch.Tensor):
+    """`crown_relaxation` as the composed ATen ops compute it, and the gradients of ``(us, ub)``."""
+    with monkeypatch.context() as patched:
+        patched.setattr(native, "walks", lambda *args: False)
+        return relaxation_with_grads(lower, upper)
+
+
+def relaxation_with_grads(lower: torch.Tensor, upper: torch.Tensor, seed: int = 1):
+    lower, upper = (t.detach().clone().requires_grad_() for t in (lower, upper))
+    ls, us, ub, exact = crown_relaxation(lower, upper)
+    g = torch.Generator().manual_seed(seed)
+    cotangents = [torch.randn(lower.shape, generator=g, dtype=lower.dtype) for _ in range(2)]
+    torch.autograd.backward((us, ub), cotangents)
+    return (ls, us.detach(), ub.detach(), exact), (lower.grad, upper.grad)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize(
+    "shape,layout",
+    [((3, 50), "contiguous"), ((2, 5, 7, 9), "channels_last"), ((4, 16, 32, 32), "contiguous")],
+)
+def test_fused_crown_relaxation_is_the_aten_one(monkeypatch, dtype, shape, layout):
+    center, radius, *_ = boxes_with_every_case(shape, dtype, layout)
+    lower, upper = center - radius, center + radius
+    assert native.walks("crown_relu_forward", lower, upper)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)  # large maps run on several threads
+    try:
+        lines, grads = relaxation_with_grads(lower, upper)
+    finally:
+        torch.set_num_threads(threads)
+    composed_lines, composed_grads = composed_relaxation(monkeypatch, lower, upper)
+    for fused, composed in zip(lines, composed_lines, strict=True):
+        assert fused.stride() == composed.stride()
+        assert torch.equal(fused, composed)
+    unstable = ~lines[3]
+    assert 0 < int(unstable.sum()) < unstable.numel()
+    tolerance = 1e-5 if dtype == torch.float32 else 1e-12
+    for fused, composed in zip(grads, composed_grads, strict=True):
+        torch.testing.assert_close(fused[unstable], composed[unstable], rtol=tolerance, atol=tolerance)
+        # A stable neuron's lines are constants; the composed ops' gradient there is 0 up to the rounding
+        # of u / u, relative to 1 / u.
+        assert not fused[~unstable].any()
+        assert float(composed[~unstable].abs().max()) <= (1e-3 if dtype == torch.float32 else 1e-10)
+
+
+def test_fused_crown_relaxation_by_case():
+    # active, unstable with u > -l (lower slope 1) and u < -l (0), dead, and the ties l = 0 and u = 0
+    lower = torch.tensor([[2.0, -1.0, -3.0, -4.0, 0.0, -4.0]], requires_grad=True)
+    upper = torch.tensor([[4.0, 3.0, 1.0, -2.0, 4.0, 0.0]], requires_grad=True)
+    ls, us, ub, exact = _CrownReLU.apply(lower, upper)
+    assert ls.tolist() == [[1.0, 1.0, 0.0, 0.0, 1.0, 0.0]]
+    assert us.tolist() == [[1.0, 0.75, 0.25, 0.0, 1.0, 0.0]]
+    assert ub.tolist() == [[0.0, 0.75, 0.75, 0.0, 0.0, 0.0]]
+    assert exact.tolist() == [[True, False, False, True, True, True]]
+    us.sum().backward()
+    # d us / d l = u / (u - l)^2 and d us / d u = -l / (u - l)^2 where unstable, else 0
+    assert lower.grad.tolist() == [[0.0, 3 / 16, 1 / 16, 0.0, 0.0, 0.0]]
+    assert upper.grad.tolist() == [[0.0, 1 / 16, 3 / 16, 0.0, 0.0, 0.0]]
+
+
+def test_gradcheck_through_the_fused_crown_relaxation():
+    g = torch.Generator().manual_seed(5)
+    center = torch.randn((3, 20), generator=g, dtype=torch.float64)
+    radius = torch.rand((3, 20), generator=g, dtype=torch.float64) + 0.1
+    lower, upper = (t.detach().requires_grad_() for t in (center - radius, center + radius))
+    assert torch.autograd.gradcheck(lambda low, up: _CrownReLU.apply(low, up)[1:3], (lower, upper))
+
+
+def test_outward_rounding_keeps_the_composed_relaxation(monkeypatch):
+    # The kernel computes the relaxation in rounding to nearest; certification raises the intercepts.
+    center, radius, *_ = boxes_with_every_case((2, 40), torch.float64, "contiguous")
+    lower, upper = center - radius, center + radius
+    with outward_rounding():
+        rounded = crown_relaxation(lower, upper)
+    nearest = crown_relaxation(lower, upper)
+    unstable = ~nearest[3]
+    assert bool((rounded[2][unstable] > nearest[2][unstable]).all())
+    assert torch.equal(rounded[1], nearest[1])
 
 
 def test_without_a_compiler_the_loader_says_why(monkeypatch, tmp_path):
