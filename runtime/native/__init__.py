@@ -93,10 +93,13 @@ def _like(t: Tensor, layout: Tensor) -> Tensor:
     return torch.empty_like(layout, dtype=t.dtype).copy_(t)
 
 
-def _run_flat(kernel, tensors: tuple[Tensor, ...], like: Tensor) -> tuple[Tensor, Tensor]:
-    """Runs `kernel` on `tensors` and two new outputs shaped and strided like `like` (empty_like keeps
-    the strides of a dense tensor, so the outputs share the inputs' flat order)."""
-    out = torch.empty_like(like), torch.empty_like(like)
+def _run_flat(
+    kernel, tensors: tuple[Tensor, ...], like: Tensor, outputs: tuple[torch.dtype | None, ...] = (None, None)
+) -> tuple[Tensor, ...]:
+    """Runs `kernel` on `tensors` and new outputs shaped and strided like `like`, one per entry of
+    `outputs` (its dtype; None: `like`'s). empty_like keeps the strides of a dense tensor, so the outputs
+    share the inputs' flat order."""
+    out = tuple(torch.empty_like(like, dtype=dtype) for dtype in outputs)
     pointers = [ctypes.c_void_p(t.data_ptr()) for t in (*tensors, *out)]
     kernel(*pointers, like.numel(), torch.get_num_threads())
     return out
@@ -136,11 +139,7 @@ def crown_relu_forward(lower: Tensor, upper: Tensor) -> tuple[Tensor, Tensor, Te
     kernel = _function("crown_relu_forward", lower) if _walkable((lower, upper)) else None
     if kernel is None:
         return None
-    lines = (torch.empty_like(lower), torch.empty_like(lower), torch.empty_like(lower))
-    exact = torch.empty_like(lower, dtype=torch.bool)
-    pointers = [ctypes.c_void_p(t.data_ptr()) for t in (lower, upper, *lines, exact)]
-    kernel(*pointers, lower.numel(), torch.get_num_threads())
-    return (*lines, exact)
+    return _run_flat(kernel, (lower, upper), lower, (None, None, None, torch.bool))
 
 
 def crown_relu_backward(
