@@ -16,7 +16,6 @@
  * Built with -fno-trapping-math: otherwise the compiler keeps the selects as branches and the loops
  * stay scalar (measured 4x slower than vectorised).
  */
-#include <float.h>
 #include <stdint.h>
 
 #define GRAIN 32768
@@ -78,13 +77,15 @@ ADD_SIGNED_PRODUCT(float, f32)
 ADD_SIGNED_PRODUCT(double, f64)
 
 /* CROWN's relaxation of relu on [l, u] (runtime/layers/activation.py, crown_relaxation, without outward
- * rounding): ls x <= relu(x) <= us x + ub, with us = max(u, 0) / max(max(u, 0) - min(l, 0), tiny),
- * ub = -min(l, 0) us, ls = 1 where l >= 0 or (l < 0 < u and u > -l), and exact = not (l < 0 < u). The same
- * operations in the same order as the composed ATen ops (seven passes; these read l and u once).
+ * rounding): ls x <= relu(x) <= us x + ub, with us = max(u, 0) / (max(u, 0) - min(l, 0)) (a width of 0,
+ * l = u = 0, taken as 1), ub = -min(l, 0) us, ls = 1 where l >= 0 or (l < 0 < u and u > -l), and exact =
+ * not (l < 0 < u). The same operations in the same order as the composed ATen ops, in two passes over l
+ * and u where those take seven.
  * Backward: only an unstable neuron's us = u / (u - l) and ub = -l u / (u - l) depend on its bounds; with
  * w = u - l, d us/d l = us / w, d us/d u = (1 - us) / w (as -l / w = 1 - us), d ub/d l = -us u / w and
- * d ub/d u = -(1 - us) l / w. Stable neurons' lines are constant (their gradient 0). */
-#define CROWN_RELU(T, SUFFIX, TINY)                                                                 \
+ * d ub/d u = -(1 - us) l / w. Stable neurons' lines are constant (their gradient 0); NaN bounds count as
+ * unstable, so that their gradient is NaN as autograd's would be. */
+#define CROWN_RELU(T, SUFFIX)                                                                       \
     void crown_relu_forward_##SUFFIX(const T *restrict l, const T *restrict u, T *restrict ls,      \
                                      T *restrict us, T *restrict ub, uint8_t *restrict exact,       \
                                      int64_t n, int threads) {                                      \
@@ -94,7 +95,7 @@ ADD_SIGNED_PRODUCT(double, f64)
             T low = li > (T)0 ? (T)0 : li;  /* clamp(max=0), NaN kept */                            \
             T high = ui < (T)0 ? (T)0 : ui; /* clamp(min=0), NaN kept */                            \
             T width = high - low;                                                                   \
-            width = width < TINY ? TINY : width;                                                    \
+            width = width == (T)0 ? (T)1 : width;                                                   \
             T slope = high / width;                                                                 \
             int unstable = (li < (T)0) & (ui > (T)0);                                               \
             us[i] = slope;                                                                          \
@@ -114,9 +115,8 @@ ADD_SIGNED_PRODUCT(double, f64)
         _Pragma("omp parallel for schedule(static) num_threads(threads) if (n > GRAIN)")            \
         for (int64_t i = 0; i < n; i++) {                                                           \
             T li = l[i], ui = u[i], gs = grad_us[i], gb = grad_ub[i];                               \
-            int unstable = (li < (T)0) & (ui > (T)0);                                               \
-            T width = ui - li;                                                                      \
-            width = width < TINY ? TINY : width;                                                    \
+            int unstable = !((li >= (T)0) | (ui <= (T)0));                                          \
+            T width = ui - li; /* > 0 where unstable; the other lanes' quotients are not kept */     \
             T slope = ui / width;                                                                   \
             T to_l = slope * (gs - ui * gb) / width;                                                \
             T to_u = ((T)1 - slope) * (gs - li * gb) / width;                                       \
@@ -125,5 +125,5 @@ ADD_SIGNED_PRODUCT(double, f64)
         }                                                                                           \
     }
 
-CROWN_RELU(float, f32, FLT_MIN)
-CROWN_RELU(double, f64, DBL_MIN)
+CROWN_RELU(float, f32)
+CROWN_RELU(double, f64)

@@ -183,6 +183,34 @@ def test_fused_crown_relaxation_by_case():
     assert upper.grad.tolist() == [[0.0, 1 / 16, 3 / 16, 0.0, 0.0, 0.0]]
 
 
+@pytest.mark.parametrize("path", ["fused", "composed", "outward"])
+def test_an_active_neuron_of_subnormal_bounds_keeps_relu_as_its_upper_line(monkeypatch, path):
+    # A width clamped to the smallest normal made us = u / tiny < 1: an upper line below relu on [l, u].
+    tiny = torch.finfo(torch.float64).tiny
+    lower = torch.tensor([[1e-310, 0.0, -1e-310]], dtype=torch.float64)
+    upper = torch.tensor([[3e-310, 0.0, 2e-310]], dtype=torch.float64)
+    if path == "composed":
+        monkeypatch.setattr(native, "walks", lambda *args: False)
+    with outward_rounding(path == "outward"):
+        ls, us, ub, exact = crown_relaxation(lower, upper)
+    assert us[0, :2].tolist() == [1.0, 0.0] and ls[0, :2].tolist() == [1.0, 1.0]  # l >= 0: slope 1 below
+    assert exact.tolist() == [[True, True, False]]
+    assert float(us[0, 2]) == pytest.approx(2 / 3)  # the unstable one's chord, its width subnormal
+    if path == "outward":  # its intercept raised past -l us by the rounding's room
+        assert float(ub[0, 2]) >= float(-lower[0, 2] * us[0, 2]) and float(ub[0, 2]) > tiny
+    else:
+        assert ub[0, :2].tolist() == [0.0, 0.0]
+
+
+def test_fused_crown_relaxation_passes_a_nan_bound_on_to_its_gradient():
+    lower = torch.tensor([[float("nan"), -1.0]], requires_grad=True)
+    upper = torch.tensor([[1.0, 3.0]], requires_grad=True)
+    _, us, ub, _ = _CrownReLU.apply(lower, upper)
+    (us + ub).sum().backward()
+    assert torch.isnan(lower.grad[0, 0]) and torch.isnan(upper.grad[0, 0])
+    assert lower.grad[0, 1].item() == pytest.approx(3 / 16 - 0.75 * 3 / 4)
+
+
 def test_gradcheck_through_the_fused_crown_relaxation():
     g = torch.Generator().manual_seed(5)
     center = torch.randn((3, 20), generator=g, dtype=torch.float64)
