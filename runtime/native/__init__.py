@@ -105,38 +105,48 @@ def _run_flat(
     return out
 
 
+def _flat_kernel(name: str, *tensors: Tensor):
+    """The elementwise kernel `name` for these tensors when it can walk them (alike in layout, on the CPU),
+    else None."""
+    return _function(name, tensors[0]) if _walkable(tensors) else None
+
+
+def walks(name: str, *tensors: Tensor) -> bool:
+    """Whether the elementwise kernel `name` runs on these tensors (alike in layout, on the CPU)."""
+    return _flat_kernel(name, *tensors) is not None
+
+
+def _backward_flat(name: str, saved: tuple[Tensor, ...], incoming: tuple[Tensor, ...]):
+    """The backward kernel `name` and the `incoming` gradients in the layout of the `saved` tensors, or None.
+
+    Incoming gradients in another layout (a linear layer's backward may hand over a transposed one) are
+    first copied into the saved tensors' layout: one pass, where the composed ops would take several mixed
+    ones."""
+    kernel = _flat_kernel(name, *saved)
+    if kernel is None:
+        return None
+    grads = tuple(_like(g, saved[0]) for g in incoming)
+    return (kernel, grads) if _walkable((saved[0], *grads)) else None
+
+
 def box_relu_forward(center: Tensor, radius: Tensor) -> tuple[Tensor, Tensor] | None:
     """The interval ReLU's ``(center', radius')`` (see `layers.activation._BoxReLU`), or None."""
-    kernel = _function("box_relu_forward", center) if _walkable((center, radius)) else None
+    kernel = _flat_kernel("box_relu_forward", center, radius)
     return None if kernel is None else _run_flat(kernel, (center, radius), center)
 
 
 def box_relu_backward(
     grad_center: Tensor, grad_radius: Tensor, center: Tensor, radius: Tensor
 ) -> tuple[Tensor, Tensor] | None:
-    """The gradients of the interval ReLU's inputs, from those of its outputs ``(center, radius)``.
-
-    Incoming gradients in another layout (a linear layer's backward may hand over a transposed one) are
-    first copied into the outputs' layout: one pass, where the composed ops would take seven mixed ones.
-    """
-    kernel = _function("box_relu_backward", center) if _walkable((center, radius)) else None
-    if kernel is None:
-        return None
-    grads = (_like(grad_center, center), _like(grad_radius, center))
-    if not _walkable((center, *grads)):
-        return None
-    return _run_flat(kernel, (*grads, center, radius), center)
-
-
-def walks(name: str, *tensors: Tensor) -> bool:
-    """Whether the elementwise kernel `name` runs on these tensors (alike in layout, on the CPU)."""
-    return _walkable(tensors) and _function(name, tensors[0]) is not None
+    """The gradients of the interval ReLU's inputs, from those of its outputs ``(center, radius)``."""
+    found = _backward_flat("box_relu_backward", (center, radius), (grad_center, grad_radius))
+    return None if found is None else _run_flat(found[0], (*found[1], center, radius), center)
 
 
 def crown_relu_forward(lower: Tensor, upper: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor] | None:
     """CROWN's relaxation of relu on ``[lower, upper]`` without outward rounding: ``(ls, us, ub, exact)``
     as `layers.activation.crown_relaxation` gives it (``exact`` boolean), or None."""
-    kernel = _function("crown_relu_forward", lower) if _walkable((lower, upper)) else None
+    kernel = _flat_kernel("crown_relu_forward", lower, upper)
     if kernel is None:
         return None
     return _run_flat(kernel, (lower, upper), lower, (None, None, None, torch.bool))
@@ -146,13 +156,8 @@ def crown_relu_backward(
     lower: Tensor, upper: Tensor, grad_us: Tensor, grad_ub: Tensor
 ) -> tuple[Tensor, Tensor] | None:
     """The gradients of ``lower`` and ``upper`` from those of the relaxation's ``us`` and ``ub``, or None."""
-    kernel = _function("crown_relu_backward", lower) if _walkable((lower, upper)) else None
-    if kernel is None:
-        return None
-    grads = (_like(grad_us, lower), _like(grad_ub, lower))
-    if not _walkable((lower, *grads)):
-        return None
-    return _run_flat(kernel, (lower, upper, *grads), lower)
+    found = _backward_flat("crown_relu_backward", (lower, upper), (grad_us, grad_ub))
+    return None if found is None else _run_flat(found[0], (lower, upper, *found[1]), lower)
 
 
 def add_signed_product_(grad: Tensor, weight: Tensor, product: Tensor) -> bool:
