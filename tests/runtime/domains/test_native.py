@@ -162,10 +162,10 @@ def test_fused_crown_relaxation_is_the_aten_one(monkeypatch, dtype, shape, layou
     tolerance = 1e-5 if dtype == torch.float32 else 1e-12
     for fused, composed in zip(grads, composed_grads, strict=True):
         torch.testing.assert_close(fused[unstable], composed[unstable], rtol=tolerance, atol=tolerance)
-        # A stable neuron's lines are constants; the composed ops' gradient there is 0 up to the rounding
-        # of u / u, relative to 1 / u.
+        # A stable neuron's lines are constants, so their gradient is exactly 0. The composed ops' is no
+        # reference there: it depends on torch's version (0 up to the rounding of u / u on 2.11; up to 1.7e4
+        # on these maps on 2.5, where the ties l = 0 and u = 0 sit on clamp's bounds).
         assert not fused[~unstable].any()
-        assert float(composed[~unstable].abs().max()) <= (1e-3 if dtype == torch.float32 else 1e-10)
 
 
 def test_fused_crown_relaxation_by_case():
