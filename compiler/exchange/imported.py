@@ -124,19 +124,18 @@ def compare_with_onnxruntime(imported: Imported, path: str | Path) -> float:
     import numpy as np
     import torch
 
-    try:
-        import onnxruntime
-    except ImportError:
-        return -1.0
     from daic.compiler.exchange.onnx_in import onnx_inputs
+    from daic.compiler.exchange.onnx_runtime import onnxruntime_session
 
-    session = onnxruntime.InferenceSession(str(path))
     # CPU: onnxruntime runs on the host, beside the imported network
     probe = torch.rand(4, *imported.network.input_shape, generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         ours = imported.model(probe).numpy()
-    name = session.get_inputs()[0].name
     try:  # one point at a time, in the file's own shape and order of values (see `onnx_inputs`)
+        session = onnxruntime_session(path)
+        if session is None:
+            return -1.0
+        name = session.get_inputs()[0].name
         rows = onnx_inputs(imported.source_network, probe.numpy())
         theirs = [session.run(None, {name: row})[0] for row in rows]
     except Exception as exc:  # onnxruntime raises its own kinds for a model it cannot run

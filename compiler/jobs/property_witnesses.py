@@ -17,11 +17,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from fractions import Fraction
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
 
+from daic.compiler.exchange.onnx_runtime import onnxruntime_session
 from daic.runtime.certification.witness import Witnesses, output_bounds
 
 if TYPE_CHECKING:
@@ -45,14 +46,13 @@ class Float32Network:
     @classmethod
     def of(cls, model: nn.Module, source: ImportedNetwork | None) -> Float32Network:
         """onnxruntime on the ONNX file `source` was read from, where there is one and onnxruntime is
-        installed, else a float32 copy of `model`."""
-        if source is not None:
-            try:
-                import onnxruntime
-            except ImportError:
-                pass
-            else:
-                return cls(_session_runner(onnxruntime, source), ONNXRUNTIME)
+        installed and runs it, else a float32 copy of `model`."""
+        try:
+            session = None if source is None else onnxruntime_session(source.source, threads=1)
+        except Exception:  # a file onnxruntime cannot run (daic could): the torch copy checks, and says so
+            session = None
+        if session is not None:
+            return cls(_session_runner(session, source), ONNXRUNTIME)
         import copy
 
         fast = copy.deepcopy(model).float().eval()
@@ -64,13 +64,11 @@ class Float32Network:
         return cls(run, TORCH)
 
 
-def _session_runner(onnxruntime, source: ImportedNetwork) -> Callable[[Tensor], Tensor]:
-    """Runs the ONNX file one point at a time, each in the file's own input shape and order of values."""
+def _session_runner(session: Any, source: ImportedNetwork) -> Callable[[Tensor], Tensor]:
+    """Runs the ONNX file's session one point at a time, each in the file's own input shape and order of
+    values."""
     from daic.compiler.exchange.onnx_in import onnx_inputs
 
-    options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = 1
-    session = onnxruntime.InferenceSession(source.source, options, providers=["CPUExecutionProvider"])
     name = session.get_inputs()[0].name
 
     def run(points: Tensor) -> Tensor:

@@ -243,11 +243,11 @@ def _as_affine_layer(layer, rank: int):
 def _compare_with_onnxruntime(model, path: Path, input_shape: tuple[int, ...]) -> float:
     import torch
 
-    try:
-        import onnxruntime
-    except ImportError:
+    from daic.compiler.exchange.onnx_runtime import onnxruntime_session
+
+    session = onnxruntime_session(path)
+    if session is None:
         return -1.0
-    session = onnxruntime.InferenceSession(str(path))
     # CPU: onnxruntime runs on the host, beside the exported network
     probe = torch.rand(5, *input_shape)
     ours = model(probe).detach().numpy()

@@ -159,7 +159,7 @@ def test_a_new_export_replaces_the_last_one(checkpoint, tmp_path):  # noqa: F811
 
 @pytest.mark.slow
 def test_the_onnx_network_and_the_properties_form_a_benchmark(checkpoint, tmp_path):  # noqa: F811
-    import onnxruntime
+    from daic.compiler.exchange.onnx_runtime import onnxruntime_session
 
     target, folder = tmp_path / "net" / "m.onnx", tmp_path / "props"
     result = daic(
@@ -169,7 +169,7 @@ def test_the_onnx_network_and_the_properties_form_a_benchmark(checkpoint, tmp_pa
     assert result.stdout.endswith(f"wrote 4 VNN-LIB properties (eps 0.05) and instances.csv to {folder}\n")
     rows = (folder / "instances.csv").read_text().splitlines()
     assert rows == [f"../net/m.onnx,prop_{i}.vnnlib,60" for i in range(4)]
-    session = onnxruntime.InferenceSession(str(target))
+    session = onnxruntime_session(target)
     model, _state, decl, _network = load_trained(str(FFNN), str(checkpoint), None)
     data = lower_dataset(decl).load(None, False)
     for i in range(4):
