@@ -88,6 +88,10 @@ class HBoxBound(MarginBound):
 
     name = "HBox"
     budget_bytes = 2 * 2**30
+    gpu_share = 4
+    """On a GPU the batches are planned for a quarter of the memory free when they are planned (at least
+    `budget_bytes`): 2 GiB planned 2 ResNet-Tiny images a batch on an H200, launch-bound (bench/README.md,
+    "On an NVIDIA H200"); the planner's estimate ran 7x over ConvBig's peak there."""
 
     def margins(self, model, lower, upper, target, relu):
         dropping = nullcontext() if slot_count_matters(model, training=False) else dropping_dead_terms()
@@ -99,7 +103,15 @@ class HBoxBound(MarginBound):
         """Images per batch so that (terms x images x widest activation) float64 values fit the budget."""
         widest = widest_activation(model, shape)
         per_image = (math.prod(shape) + 2) * widest * 8
-        return max(1, min(default, self.budget_bytes // per_image))
+        return max(1, min(default, self.budget(placement(model)[0]) // per_image))
+
+    def budget(self, device: torch.device) -> int:
+        """Bytes a batch may take on `device`: `budget_bytes` on the CPU, a share of the free memory on a
+        GPU."""
+        if device.type != "cuda":
+            return self.budget_bytes
+        free, _ = torch.cuda.mem_get_info(device)
+        return max(self.budget_bytes, free // self.gpu_share)
 
 
 class CROWNBound(MarginBound):
