@@ -6,11 +6,15 @@ each ending with one line of figures, its output in a file under --out, and a su
     python bench/gpu.py --device cpu --tiny --budget 600      # the dry run on the CPU (tests/bench)
 
 Sections:
+- cli: the README's quick start (`daic run examples/quickstart.dai`) on the device, then `daic verify` of its
+  checkpoint with a cascade that ends in branch and bound.
 - tests: the whole test suite with CUDA visible (its CUDA variants run), in parallel where pytest-xdist is.
 - bench: bench/suite.py's main, methods, hbox and crown tables on the device (peak memory from
   torch.cuda.max_memory_allocated on a GPU).
 - paper: the paper's epochs (ResNet-Tiny Baseline and FewCombo, ResNet-34 InSampLPA, DenseNet-100) on
   CIFAR-10-shaped data, and HBox certification of ResNet-Tiny over 10,000 images.
+- search: bench/search.py's branch and bound (each image alone, then all together) on ConvSmall at eps 0.15
+  on the device, from a checkpoint brought along (--search-weights; `IBP_01` of examples/mnist_methods.dai).
 - cnn7: the methods of examples/mnist_methods.dai on CNN7 (examples/mnist_cnn7.net; TAPS with
   examples/mnist_cnn7_taps.net) at eps 0.1 and 0.3, several runs at once, each then certified by
   `daic verify` with the cascade of docs/certification.md (Box, PGD, CROWN, branch and bound).
@@ -34,8 +38,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SECTIONS = ("tests", "bench", "paper", "cnn7")
+SECTIONS = ("cli", "tests", "search", "bench", "paper", "cnn7")
 RESERVE = 15  # seconds kept for the summary after the last section
+# The search's test images: eight that `Box, PGD, CROWN, AlphaCROWN(steps=20)` and then branch and bound alone
+# for 5 s on the CPU leave open at eps 0.15, for the checkpoint of IBP_01 (seed 0) brought along.
+SEARCH_IMAGES = "19,136,131,33,99,132,86,113"
 
 # The CNN7 rows (examples/mnist_methods.dai): scheme -> network. TAPS needs the network with its layer.
 CNN7 = "examples/mnist_cnn7.net"
@@ -102,13 +109,40 @@ def _stop(process: subprocess.Popen) -> None:
         pass
 
 
+def cli_section(args, budget: Budget, out: Path) -> Row:
+    folder = Path(args.runs).parent / "gpu-quickstart"
+    train = [sys.executable, "-m", "daic", "run", "examples/quickstart.dai", "--device", args.device]
+    train += ["--out", str(folder), "--threads", "1"] + (["--epochs", "2"] if args.tiny else [])
+    log = out / "cli.log"
+    code, _ = run_command(train, log, min(budget.left(), args.cap))
+    if code != 0:
+        return Row("cli", _status(code), figures="daic run failed (cli.log)")
+    summary = json.loads((folder / "summary.json").read_text())
+    verify = [sys.executable, "-m", "daic", "verify", "examples/digits_conv.net", "--weights"]
+    verify += [str(folder / "checkpoint.pt"), "--device", args.device, "--format", "json", "--threads", "1"]
+    verify += ["--domain", "box", "--domain", "crown", "--domain", "BranchAndBound(timeout=2)"]
+    verify += ["--limit", "60"]
+    verify += ["--out", str(folder / "verified.jsonl")]
+    code, output = run_command(verify, log, min(budget.left(), args.cap))
+    start = output.find("\n{")  # the summary, after the command's own line
+    verified = json.loads(output[start + 1 :]) if code == 0 and start >= 0 else {}
+    counts = {k: verified.get(k) for k in ("images", "verified", "falsified", "unknown", "seconds_per_image")}
+    figures = f"run {json.dumps(summary)}; verify {json.dumps(counts)}"
+    return Row("cli", _status(code), figures=figures)
+
+
 def tests_section(args, budget: Budget, out: Path) -> Row:
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    # pytest-benchmark (on the GPU machine) crashed a whole run once, over a fixture of the same name; the
+    # failures' short reasons are printed and written as JUnit XML as well, in case the run is cut.
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:benchmark"]
+    command += ["-rfE", "--tb=short", f"--junitxml={out / 'tests.xml'}"]
     if args.tiny:
         command += ["tests/runtime/domains/test_domains.py", "tests/runtime/layers/test_layers.py", "-x"]
     elif _importable("xdist"):
-        command += ["-n", str(min(8, os.cpu_count() or 1)), "--dist", "loadfile"]
-    code, output = run_command(command, out / "tests.log", budget.left())
+        command += ["-n", str(min(14, os.cpu_count() or 1)), "--dist", "loadfile"]
+    if _importable("pytest_timeout"):  # a test that hangs on CUDA fails with its stack, the rest go on
+        command += ["--timeout", "90"]
+    code, output = run_command(command, out / "tests.log", min(budget.left(), args.cap))
     summary = next(
         (line for line in reversed(output.splitlines()) if re.search(r"\d+ (passed|failed)", line)), ""
     )
@@ -129,6 +163,23 @@ def bench_section(args, budget: Budget, out: Path) -> Row:
     box = re.findall(r"^\| (\w+) .*?\| ([\d.]+)x", output, re.MULTILINE)
     figures = f"{tables} tables" + (f"; first ratio per network: {dict(box)}" if box else "")
     return Row("bench", _status(code), figures=figures)
+
+
+def search_section(args, budget: Budget, out: Path) -> Row:
+    if not Path(args.search_weights).is_file():
+        return Row("search", "skipped", figures=f"no checkpoint at {args.search_weights}")
+    command = [sys.executable, "bench/search.py", "--net", "examples/mnist_convsmall.net"]
+    command += ["--weights", args.search_weights, "--data", args.data, "--eps", "0.15"]
+    command += ["--device", args.device]
+    images, timeout = ("0,1", "2") if args.tiny else (SEARCH_IMAGES, str(args.bab))
+    command += ["--images", images, "--timeout", timeout, "--label", args.device]
+    code, output = run_command(command, out / "search.log", min(budget.left(), args.cap))
+    found = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
+    figures = "; ".join(
+        f"{r['way']} {r['per_second']} /s ({r['subdomains']}; rounds {r['per_round_second']} /s)"
+        for r in found
+    )
+    return Row("search", _status(code), figures=figures)
 
 
 def paper_section(args, budget: Budget, out: Path) -> Row:
@@ -198,10 +249,17 @@ def cnn7_section(args, budget: Budget, out: Path) -> Row:
     return Row("cnn7", status, figures=f"{len(done)} runs trained and certified (cnn7.json)")
 
 
-RUNNERS = {"tests": tests_section, "bench": bench_section, "paper": paper_section, "cnn7": cnn7_section}
+RUNNERS = {
+    "cli": cli_section,
+    "tests": tests_section,
+    "search": search_section,
+    "bench": bench_section,
+    "paper": paper_section,
+    "cnn7": cnn7_section,
+}
 # The least time in which a section gives something useful: it does not start with less left.
-LEAST = {"tests": 120, "bench": 90, "paper": 120, "cnn7": 300}
-LEAST_TINY = {"tests": 20, "bench": 30, "paper": 30, "cnn7": 30}
+LEAST = {"cli": 60, "tests": 120, "search": 60, "bench": 90, "paper": 120, "cnn7": 300}
+LEAST_TINY = {"cli": 20, "tests": 20, "search": 20, "bench": 30, "paper": 30, "cnn7": 30}
 
 
 def _status(code: int | None) -> str:
@@ -226,7 +284,7 @@ def main() -> None:
     parser.add_argument("--budget", type=float, default=540, help="seconds for every section together")
     parser.add_argument("--device", default="cuda")
     parser.add_argument(
-        "--sections", default="tests,bench,paper", help=f"in order, from {', '.join(SECTIONS)}"
+        "--sections", default="cli,tests,search,paper,bench", help=f"in order, from {', '.join(SECTIONS)}"
     )
     parser.add_argument("--data", default=".data", help="folder of MNIST/raw (cnn7)")
     parser.add_argument("--out", default=os.environ.get("OUT", "bench/gpu-out"))
@@ -234,6 +292,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--parallel", type=int, default=5, help="cnn7 runs at once on the one GPU")
     parser.add_argument("--bab", type=float, default=10, help="branch and bound's seconds per image (cnn7)")
+    parser.add_argument("--search-weights", default=".data/search/IBP_01.pt", help="the search's ConvSmall")
+    parser.add_argument("--cap", type=float, default=150, help="seconds at most: cli, tests, search")
     parser.add_argument("--tiny", action="store_true", help="tiny sizes: the CPU dry run")
     args = parser.parse_args()
     sections = [s for s in args.sections.split(",") if s]

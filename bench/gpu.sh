@@ -3,7 +3,7 @@
 # brought along in .whl/ (bench/gpu_prepare.sh makes them here) and daic itself, then runs bench/gpu.py's
 # sections within the budget. Everything after `--` goes to bench/gpu.py (--help lists it):
 #
-#     bash bench/gpu.sh -- --budget 540                       # tests, bench, paper
+#     bash bench/gpu.sh -- --budget 540                       # tests, search, paper, bench
 #     bash bench/gpu.sh -- --budget 540 --sections cnn7       # the CNN7 rows (.data/MNIST/raw brought along)
 #     bash bench/gpu.sh --python .venv/bin/python -- --device cpu --tiny --budget 600   # the CPU dry run
 #

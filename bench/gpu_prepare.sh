@@ -3,7 +3,8 @@
 # of what the GPU machine lacks (bench/gpu_wheels.txt), at the versions installed in .venv, for Python 3.12
 # (the GPU machine's) and for this machine's Python (the CPU dry run), into .whl/; and the MNIST files of
 # ../shared/data/mnist laid out as MNIST/raw (the first 8,000 images to train, the last 2,000 to test)
-# into .data/. Both folders are ignored by git and carried to the GPU machine (the device tool's `carry`).
+# into .data/, and the search section's checkpoint, .data/search/IBP_01.pt. Both folders are ignored by git
+# and carried to the GPU machine (the device tool's `carry`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PIP=".venv/bin/python -m pip"
@@ -38,5 +39,12 @@ for split, (start, stop) in {"train": (0, 8000), "t10k": (8000, 10000)}.items():
 PY
 else
     echo "gpu_prepare.sh: no $shared; the cnn7 section needs MNIST in .data/MNIST/raw" >&2
+fi
+# The search section's network: ConvSmall trained by IBP_01 (seed 0; about 2 minutes on one core here), whose
+# test images bench/gpu.py's SEARCH_IMAGES were chosen for.
+if [ -d .data/MNIST/raw ] && [ ! -f .data/search/IBP_01.pt ]; then
+    .venv/bin/daic run examples/mnist_methods.dai --scheme IBP_01 --net examples/mnist_convsmall.net \
+        --data .data --device cpu --threads 1 --out runs/gpu-search-IBP_01 >/dev/null
+    mkdir -p .data/search && cp runs/gpu-search-IBP_01/checkpoint.pt .data/search/IBP_01.pt
 fi
 du -sh .whl .data 2>/dev/null

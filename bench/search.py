@@ -3,7 +3,8 @@ search runs its whole time, on images it cannot decide within the limit; and, wh
 phases, per second of its rounds), each image searched alone and the images searched together (one batch,
 their subdomains bounded in one batch a round).
 
-    python bench/search.py --net NET --weights CKPT --data DIR --eps 0.15 --images 3,6,33,96 --timeout 10
+    python bench/search.py --net NET --weights CKPT --data DIR --eps 0.15 --images 3,6,33,96 --timeout 10 \
+        [--device cuda]
 
 prints one JSON line per way and a markdown row. Run it beside an older checkout with that checkout on
 PYTHONPATH (a folder `daic` holding its `daic/` files with `dsl`, `compiler` and `runtime` linked in) to
@@ -93,14 +94,16 @@ def main() -> None:
     parser.add_argument("--images", required=True, help="test images, comma-separated")
     parser.add_argument("--timeout", type=float, default=10.0)
     parser.add_argument("--label", default="daic")
+    parser.add_argument("--device", default="cpu", help="where the search runs (cpu, cuda)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     import daic
 
-    model = daic.load_network(args.net, args.weights)
+    device = torch.device(args.device)
+    model = daic.load_network(args.net, args.weights).to(device)
     data = daic.load_data("MNIST", args.data)
     index = [int(i) for i in args.images.split(",")]
-    x, y = data.test_x[index], data.test_y[index]
+    x, y = data.test_x[index].to(device), data.test_y[index].to(device)
     rows = {}
     for way, together in (("alone", False), ("together", True)):
         rows[way] = searched(model, x, y, args.eps, args.timeout, together)

@@ -27,7 +27,7 @@ def script(name: str, *arguments: object) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture
-def benchmark(tmp_path):
+def instances(tmp_path):  # not `benchmark`: pytest-benchmark, where installed, owns that fixture's name
     two_by_two(tmp_path / "two.onnx")
     (tmp_path / "broken.onnx").write_bytes(b"not a network")
     prop(tmp_path / "p1.vnnlib", "1.5")  # unsat
@@ -35,32 +35,32 @@ def benchmark(tmp_path):
     return tmp_path
 
 
-def run(benchmark: Path, onnx: str, vnnlib: str) -> str:
-    prepared = script("prepare_instance.sh", "v1", "test", benchmark / onnx, benchmark / vnnlib)
+def run(instances: Path, onnx: str, vnnlib: str) -> str:
+    prepared = script("prepare_instance.sh", "v1", "test", instances / onnx, instances / vnnlib)
     assert prepared.returncode == 0, prepared.stderr
-    result = benchmark / f"{Path(vnnlib).stem}-{Path(onnx).stem}.txt"
-    ran = script("run_instance.sh", "v1", "test", benchmark / onnx, benchmark / vnnlib, result, 30)
+    result = instances / f"{Path(vnnlib).stem}-{Path(onnx).stem}.txt"
+    ran = script("run_instance.sh", "v1", "test", instances / onnx, instances / vnnlib, result, 30)
     assert ran.returncode == 0, ran.stderr
     return result.read_text()
 
 
-def test_run_instance_writes_each_answer_as_the_competition_reads_it(benchmark):
-    import onnxruntime
+def test_run_instance_writes_each_answer_as_the_competition_reads_it(instances):
+    from daic.compiler.exchange.onnx_runtime import onnxruntime_session
 
-    assert run(benchmark, "two.onnx", "p1.vnnlib") == "unsat\n"
-    answer = run(benchmark, "two.onnx", "p2.vnnlib")
+    assert run(instances, "two.onnx", "p1.vnnlib") == "unsat\n"
+    answer = run(instances, "two.onnx", "p2.vnnlib")
     assert answer.startswith("sat\n((X_0 ")
     values = dict(re.findall(r"\((\w+) (\S+?)\)", answer))
     x = np.array([[float(values["X_0"]), float(values["X_1"])]], dtype=np.float32)
     assert x.astype(np.float64).tolist() == [[float(values["X_0"]), float(values["X_1"])]]  # float32 numbers
     assert np.all(x >= -0.5) and np.all(x <= 0.5)
-    (y,) = onnxruntime.InferenceSession(str(benchmark / "two.onnx")).run(None, {"x": x})[0]
+    (y,) = onnxruntime_session(instances / "two.onnx").run(None, {"x": x})[0]
     assert float(y[1]) - float(y[0]) >= 0.5  # exactly as onnxruntime computes it, no tolerance
-    assert run(benchmark, "broken.onnx", "p1.vnnlib") == "error\n"
+    assert run(instances, "broken.onnx", "p1.vnnlib") == "error\n"
 
 
-def test_a_missing_file_is_skipped_by_prepare_and_wrong_arguments_are_refused(benchmark):
-    missing = script("prepare_instance.sh", "v1", "test", benchmark / "none.onnx", benchmark / "p1.vnnlib")
+def test_a_missing_file_is_skipped_by_prepare_and_wrong_arguments_are_refused(instances):
+    missing = script("prepare_instance.sh", "v1", "test", instances / "none.onnx", instances / "p1.vnnlib")
     assert missing.returncode == 1 and "none.onnx does not exist" in missing.stderr
     for name in ("install_tool.sh", "prepare_instance.sh", "run_instance.sh"):
         wrong = script(name)

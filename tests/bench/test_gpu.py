@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+SECTIONS = ("cli", "tests", "search", "bench", "paper", "cnn7")  # every section of bench/gpu.py
 
 
 def mnist_files(root: Path, counts=(64, 16)) -> None:
@@ -36,17 +38,25 @@ def mnist_files(root: Path, counts=(64, 16)) -> None:
 @pytest.mark.slow
 def test_the_gpu_script_runs_every_section_on_the_cpu(tmp_path):
     mnist_files(tmp_path / "data")
+    searched = tmp_path / "searched"  # the search section's ConvSmall, one epoch on the random images
+    train = [sys.executable, "-m", "daic", "run", "examples/mnist_methods.dai", "--scheme", "IBP_01"]
+    train += ["--net", "examples/mnist_convsmall.net", "--data", str(tmp_path / "data"), "--epochs", "1"]
+    train += ["--out", str(searched), "--device", "cpu", "--threads", "1"]
+    trained = subprocess.run(train, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert trained.returncode == 0, trained.stderr[-3000:]
     out = tmp_path / "out"
     command = ["bash", "bench/gpu.sh", "--python", sys.executable, "--site", str(tmp_path / "site"), "--"]
     command += ["--device", "cpu", "--tiny", "--budget", "1500", "--threads", "1", "--bab", "1"]
-    command += ["--sections", "tests,bench,paper,cnn7", "--data", str(tmp_path / "data")]
-    command += ["--runs", str(tmp_path / "runs")]
+    command += ["--sections", ",".join(SECTIONS), "--data", str(tmp_path / "data")]
+    command += ["--runs", str(tmp_path / "runs"), "--search-weights", str(searched / "checkpoint.pt")]
     environment = {**os.environ, "OUT": str(out)}  # where the script's files go, as on the GPU machine
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=1800, env=environment)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     summary = (out / "summary.md").read_text()
-    for section in ("tests", "bench", "paper", "cnn7"):
+    for section in SECTIONS:
         assert f"| {section} | done |" in summary, summary
+    assert "run {" in summary and re.search(r'verify \{"images": 60, "verified": \d+', summary), summary
+    assert re.search(r"alone [\d.]+ /s \(\d+; rounds [\d.None]+ /s\); together", summary), summary
     assert done.stdout.rstrip().endswith(summary.rstrip().splitlines()[-1])  # the table is printed last
     assert "### Training step" in (out / "bench.md").read_text()
     assert "passed" in (out / "tests.log").read_text()
