@@ -11,6 +11,8 @@ Sections:
 - tests: the whole test suite with CUDA visible (its CUDA variants run), in parallel where pytest-xdist is.
 - bench: bench/suite.py's main, methods, hbox and crown tables on the device (peak memory from
   torch.cuda.max_memory_allocated on a GPU).
+- profile: bench/profile_step.py: torch.profiler over a few training steps of ResNet-Tiny's Baseline and
+  DenseNet-100's scheme, the busiest operators and the kernels launched a step (profile.txt).
 - paper: the paper's epochs (ResNet-Tiny Baseline and FewCombo, ResNet-34 InSampLPA, DenseNet-100) on
   CIFAR-10-shaped data, and HBox certification of ResNet-Tiny over 10,000 images.
 - search: bench/search.py's branch and bound (each image alone, then all together) on ConvSmall at eps 0.15
@@ -38,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SECTIONS = ("cli", "tests", "search", "bench", "paper", "cnn7")
+SECTIONS = ("cli", "tests", "search", "profile", "bench", "paper", "cnn7")
 RESERVE = 15  # seconds kept for the summary after the last section
 # The search's test images: eight that `Box, PGD, CROWN, AlphaCROWN(steps=20)` and then branch and bound alone
 # for 5 s on the CPU leave open at eps 0.15, for the checkpoint of IBP_01 (seed 0) brought along.
@@ -132,10 +134,11 @@ def cli_section(args, budget: Budget, out: Path) -> Row:
 
 
 def tests_section(args, budget: Budget, out: Path) -> Row:
-    # pytest-benchmark (on the GPU machine) crashed a whole run once, over a fixture of the same name; the
-    # failures' short reasons are printed and written as JUnit XML as well, in case the run is cut.
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:benchmark"]
-    command += ["-rfE", "--tb=short", f"--junitxml={out / 'tests.xml'}"]
+    # pytest-benchmark (on the GPU machine) crashed a whole run once, over a fixture of the same name, before
+    # the summary named the failures: each test's name and outcome is printed as it ends (-v), so that a cut
+    # run still names them, and the short reasons at the end (-rfE).
+    command = [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "-p", "no:benchmark"]
+    command += ["-rfE", "--tb=short"]
     if args.tiny:
         command += ["tests/runtime/domains/test_domains.py", "tests/runtime/layers/test_layers.py", "-x"]
     elif _importable("xdist"):
@@ -180,6 +183,15 @@ def search_section(args, budget: Budget, out: Path) -> Row:
         for r in found
     )
     return Row("search", _status(code), figures=figures)
+
+
+def profile_section(args, budget: Budget, out: Path) -> Row:
+    runs = "resnettiny_baseline" if args.tiny else "resnettiny_baseline,densenet100_adv5islpa"
+    command = [sys.executable, "bench/profile_step.py", "--device", args.device, "--runs", runs]
+    command += ["--steps", "1" if args.tiny else "4", "--threads", str(args.threads)]
+    code, output = run_command(command, out / "profile.txt", min(budget.left(), args.cap))
+    figures = "; ".join(re.findall(r"^## (\S+ \(.*?\))$", output, re.MULTILINE))
+    return Row("profile", _status(code), figures=figures)
 
 
 def paper_section(args, budget: Budget, out: Path) -> Row:
@@ -253,13 +265,14 @@ RUNNERS = {
     "cli": cli_section,
     "tests": tests_section,
     "search": search_section,
+    "profile": profile_section,
     "bench": bench_section,
     "paper": paper_section,
     "cnn7": cnn7_section,
 }
 # The least time in which a section gives something useful: it does not start with less left.
-LEAST = {"cli": 60, "tests": 120, "search": 60, "bench": 90, "paper": 120, "cnn7": 300}
-LEAST_TINY = {"cli": 20, "tests": 20, "search": 20, "bench": 30, "paper": 30, "cnn7": 30}
+LEAST = {"cli": 60, "tests": 120, "search": 60, "profile": 60, "bench": 90, "paper": 120, "cnn7": 300}
+LEAST_TINY = {"cli": 20, "tests": 20, "search": 20, "profile": 20, "bench": 30, "paper": 30, "cnn7": 30}
 
 
 def _status(code: int | None) -> str:
@@ -283,9 +296,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--budget", type=float, default=540, help="seconds for every section together")
     parser.add_argument("--device", default="cuda")
-    parser.add_argument(
-        "--sections", default="cli,tests,search,paper,bench", help=f"in order, from {', '.join(SECTIONS)}"
-    )
+    default = "cli,tests,search,profile,paper,bench"
+    parser.add_argument("--sections", default=default, help=f"in order, from {', '.join(SECTIONS)}")
     parser.add_argument("--data", default=".data", help="folder of MNIST/raw (cnn7)")
     parser.add_argument("--out", default=os.environ.get("OUT", "bench/gpu-out"))
     parser.add_argument("--runs", default="runs/gpu-cnn7", help="the cnn7 run folders (checkpoints)")
@@ -293,7 +305,7 @@ def main() -> None:
     parser.add_argument("--parallel", type=int, default=5, help="cnn7 runs at once on the one GPU")
     parser.add_argument("--bab", type=float, default=10, help="branch and bound's seconds per image (cnn7)")
     parser.add_argument("--search-weights", default=".data/search/IBP_01.pt", help="the search's ConvSmall")
-    parser.add_argument("--cap", type=float, default=150, help="seconds at most: cli, tests, search")
+    parser.add_argument("--cap", type=float, default=150, help="seconds at most: cli, tests, search, profile")
     parser.add_argument("--tiny", action="store_true", help="tiny sizes: the CPU dry run")
     args = parser.parse_args()
     sections = [s for s in args.sections.split(",") if s]

@@ -46,7 +46,7 @@ PAPER_RUNS: dict[str, PaperRun] = {
         "ResNet-Tiny FewCombo", "Baseline", "resnettiny_fewcombo.net", 209
     ),
     "resnet34_insamplpa": PaperRun("ResNet-34", "InSampLPA_R34", None, 176, 18),
-    "densenet100_adv5islpa": PaperRun("DenseNet-100", "Adv5ISLPA_D100", None, 727),
+    "densenet100_adv5islpa": PaperRun("DenseNet-100", "Adv5ISLPA_D100", None, 727, 73),
 }
 
 

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SECTIONS = ("cli", "tests", "search", "bench", "paper", "cnn7")  # every section of bench/gpu.py
+SECTIONS = ("cli", "tests", "search", "profile", "bench", "paper", "cnn7")  # every section of bench/gpu.py
 
 
 def mnist_files(root: Path, counts=(64, 16)) -> None:
@@ -59,6 +59,7 @@ def test_the_gpu_script_runs_every_section_on_the_cpu(tmp_path):
     assert re.search(r"alone [\d.]+ /s \(\d+; rounds [\d.None]+ /s\); together", summary), summary
     assert done.stdout.rstrip().endswith(summary.rstrip().splitlines()[-1])  # the table is printed last
     assert "### Training step" in (out / "bench.md").read_text()
+    assert re.search(r"resnettiny_baseline \(50 a batch, 1 steps, [\d.]+ ms a step", summary), summary
     assert "passed" in (out / "tests.log").read_text()
     runs = json.loads((out / "cnn7.json").read_text())
     assert [r["scheme"] for r in runs] == ["IBP_01"]
