@@ -1,7 +1,8 @@
 """The GPU run in one go (bench/gpu.sh installs, then runs this): sections in order within a time budget,
 each ending with one line of figures, its output in a file under --out, and a summary table printed last.
 
-    python bench/gpu.py --budget 540 [--device cuda] [--sections tests,bench,paper] [--data .data]
+    python bench/gpu.py --budget 500 [--device cuda] [--sections cli,tests,search,profile,paper]
+    python bench/gpu.py --budget 220 --sections bench         # the bench's tables: a call of their own
     python bench/gpu.py --budget 540 --sections cnn7          # the CNN7 rows: a GPU period of their own
     python bench/gpu.py --device cpu --tiny --budget 600      # the dry run on the CPU (tests/bench)
 
@@ -9,14 +10,15 @@ Sections:
 - cli: the README's quick start (`daic run examples/quickstart.dai`) on the device, then `daic verify` of its
   checkpoint with a cascade that ends in branch and bound.
 - tests: the whole test suite with CUDA visible (its CUDA variants run), in parallel where pytest-xdist is.
-- bench: bench/suite.py's main, methods, hbox and crown tables on the device (peak memory from
-  torch.cuda.max_memory_allocated on a GPU).
+- search: bench/search.py's branch and bound (each image alone, then all together, --search-seconds an
+  image) on ConvSmall at eps 0.15 on the device, from a checkpoint brought along (--search-weights;
+  `IBP_01` of examples/mnist_methods.dai).
 - profile: bench/profile_step.py: torch.profiler over a few training steps of ResNet-Tiny's Baseline and
   DenseNet-100's scheme, the busiest operators and the kernels launched a step (profile.txt).
+- bench: bench/suite.py's main, methods, hbox and crown tables on the device (peak memory from
+  torch.cuda.max_memory_allocated on a GPU).
 - paper: the paper's epochs (ResNet-Tiny Baseline and FewCombo, ResNet-34 InSampLPA, DenseNet-100) on
   CIFAR-10-shaped data, and HBox certification of ResNet-Tiny over 10,000 images.
-- search: bench/search.py's branch and bound (each image alone, then all together) on ConvSmall at eps 0.15
-  on the device, from a checkpoint brought along (--search-weights; `IBP_01` of examples/mnist_methods.dai).
 - cnn7: the methods of examples/mnist_methods.dai on CNN7 (examples/mnist_cnn7.net; TAPS with
   examples/mnist_cnn7_taps.net) at eps 0.1 and 0.3, several runs at once, each then certified by
   `daic verify` with the cascade of docs/certification.md (Box, PGD, CROWN, branch and bound).
@@ -31,6 +33,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -113,6 +116,7 @@ def _stop(process: subprocess.Popen) -> None:
 
 def cli_section(args, budget: Budget, out: Path) -> Row:
     folder = Path(args.runs).parent / "gpu-quickstart"
+    shutil.rmtree(folder, ignore_errors=True)  # a second call on a warm machine: a fresh run, not a refusal
     train = [sys.executable, "-m", "daic", "run", "examples/quickstart.dai", "--device", args.device]
     train += ["--out", str(folder), "--threads", "1"] + (["--epochs", "2"] if args.tiny else [])
     log = out / "cli.log"
@@ -174,9 +178,11 @@ def search_section(args, budget: Budget, out: Path) -> Row:
     command = [sys.executable, "bench/search.py", "--net", "examples/mnist_convsmall.net"]
     command += ["--weights", args.search_weights, "--data", args.data, "--eps", "0.15"]
     command += ["--device", args.device]
-    images, timeout = ("0,1", "2") if args.tiny else (SEARCH_IMAGES, str(args.bab))
+    images, timeout = ("0,1", "2") if args.tiny else (SEARCH_IMAGES, str(args.search_seconds))
     command += ["--images", images, "--timeout", timeout, "--label", args.device]
-    code, output = run_command(command, out / "search.log", min(budget.left(), args.cap))
+    # Each image alone, then all together for as long: twice its images' seconds and the root's start.
+    least = 2 * len(images.split(",")) * float(timeout) + 40
+    code, output = run_command(command, out / "search.log", min(budget.left(), max(args.cap, least)))
     found = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
     figures = "; ".join(
         f"{r['way']} {r['per_second']} /s ({r['subdomains']}; rounds {r['per_round_second']} /s)"
@@ -296,7 +302,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--budget", type=float, default=540, help="seconds for every section together")
     parser.add_argument("--device", default="cuda")
-    default = "cli,tests,search,profile,paper,bench"
+    default = "cli,tests,search,profile,paper"  # about 500 s; bench in a call of its own
     parser.add_argument("--sections", default=default, help=f"in order, from {', '.join(SECTIONS)}")
     parser.add_argument("--data", default=".data", help="folder of MNIST/raw (cnn7)")
     parser.add_argument("--out", default=os.environ.get("OUT", "bench/gpu-out"))
@@ -305,6 +311,7 @@ def main() -> None:
     parser.add_argument("--parallel", type=int, default=5, help="cnn7 runs at once on the one GPU")
     parser.add_argument("--bab", type=float, default=10, help="branch and bound's seconds per image (cnn7)")
     parser.add_argument("--search-weights", default=".data/search/IBP_01.pt", help="the search's ConvSmall")
+    parser.add_argument("--search-seconds", type=float, default=5, help="the search's seconds per image")
     parser.add_argument("--cap", type=float, default=150, help="seconds at most: cli, tests, search, profile")
     parser.add_argument("--tiny", action="store_true", help="tiny sizes: the CPU dry run")
     args = parser.parse_args()

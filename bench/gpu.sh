@@ -3,12 +3,13 @@
 # brought along in .whl/ (bench/gpu_prepare.sh makes them here) and daic itself, then runs bench/gpu.py's
 # sections within the budget. Everything after `--` goes to bench/gpu.py (--help lists it):
 #
-#     bash bench/gpu.sh -- --budget 540                       # tests, search, paper, bench
+#     bash bench/gpu.sh -- --budget 500                       # cli, tests, search, profile, paper
+#     bash bench/gpu.sh -- --budget 220 --sections bench      # the bench's tables
 #     bash bench/gpu.sh -- --budget 540 --sections cnn7       # the CNN7 rows (.data/MNIST/raw brought along)
 #     bash bench/gpu.sh --python .venv/bin/python -- --device cpu --tiny --budget 600   # the CPU dry run
 #
-# Results go to $OUT (bench/gpu-out by default): gpu.log (this output), tests.log, bench.md, paper.md,
-# cnn7.json, summary.md; the summary table is printed last.
+# Results go to $OUT (bench/gpu-out by default): gpu.log (this output), cli.log, tests.log, search.log,
+# profile.txt, paper.md, bench.md, cnn7.json, summary.md; the summary table is printed last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=python3

@@ -125,7 +125,7 @@ def compare_with_onnxruntime(imported: Imported, path: str | Path) -> float:
     import torch
 
     from daic.compiler.exchange.onnx_in import onnx_inputs
-    from daic.compiler.exchange.onnx_runtime import onnxruntime_session
+    from daic.compiler.exchange.onnx_runtime import onnxruntime_session, refusal_reason
 
     # CPU: onnxruntime runs on the host, beside the imported network
     probe = torch.rand(4, *imported.network.input_shape, generator=torch.Generator().manual_seed(0))
@@ -139,7 +139,7 @@ def compare_with_onnxruntime(imported: Imported, path: str | Path) -> float:
         rows = onnx_inputs(imported.source_network, probe.numpy())
         theirs = [session.run(None, {name: row})[0] for row in rows]
     except Exception as exc:  # onnxruntime raises its own kinds for a model it cannot run
-        raise ImportFailure(f"{path}: onnxruntime cannot run it ({str(exc).splitlines()[0][:200]})") from None
+        raise ImportFailure(f"{path}: onnxruntime cannot run it ({refusal_reason(exc)})") from None
     return float(np.abs(ours - np.concatenate([t.reshape(1, -1) for t in theirs]).reshape(ours.shape)).max())
 
 

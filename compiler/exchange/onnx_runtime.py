@@ -33,19 +33,32 @@ def onnxruntime_session(path: str | Path, threads: int | None = None) -> Any | N
         older = _at_least_ir_version(path)
         if older is None:
             raise
+        # Read from memory, the model would look for its external weights (if any) in no folder: its own.
+        folder = str(Path(path).resolve().parent)
+        options.add_session_config_entry("session.model_external_initializers_file_folder_path", folder)
         try:
             return onnxruntime.InferenceSession(older, options, providers=providers)
         except Exception:
             raise refused from None
 
 
+def refusal_reason(exc: Exception) -> str:
+    """onnxruntime's reason, from its first line: its end, where onnxruntime puts the reason after the path
+    and the C++ function that refused (`Load model from F failed:/src/model.cc:202 onnxruntime::Model::Model
+    (...) Unsupported model IR version: 14, max supported IR version: 13`)."""
+    line = (str(exc).splitlines() or [type(exc).__name__])[0]
+    if ")" in line and "onnxruntime::" in line:
+        line = line[line.rindex(")") + 1 :].strip() or line
+    return line if len(line) <= 200 else "..." + line[-200:]
+
+
 def _at_least_ir_version(path: str | Path) -> bytes | None:
     """The file's model with the least IR version its operator sets need, serialised; None where it already
     has it or onnx cannot read the file."""
-    import onnx
-    from onnx.helper import find_min_ir_version_for
-
     try:
+        import onnx
+        from onnx.helper import find_min_ir_version_for
+
         model = onnx.load(str(path), load_external_data=False)
         least = find_min_ir_version_for(list(model.opset_import), ignore_unknown=True)
     except Exception:  # onnx's reader and table raise kinds of their own; the runtime's refusal stands

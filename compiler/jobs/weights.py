@@ -243,13 +243,16 @@ def _as_affine_layer(layer, rank: int):
 def _compare_with_onnxruntime(model, path: Path, input_shape: tuple[int, ...]) -> float:
     import torch
 
-    from daic.compiler.exchange.onnx_runtime import onnxruntime_session
+    from daic.compiler.exchange.onnx_runtime import onnxruntime_session, refusal_reason
 
-    session = onnxruntime_session(path)
-    if session is None:
-        return -1.0
     # CPU: onnxruntime runs on the host, beside the exported network
     probe = torch.rand(5, *input_shape)
     ours = model(probe).detach().numpy()
-    theirs = session.run(None, {session.get_inputs()[0].name: probe.numpy()})[0]
+    try:
+        session = onnxruntime_session(path)
+        if session is None:
+            return -1.0
+        theirs = session.run(None, {session.get_inputs()[0].name: probe.numpy()})[0]
+    except Exception as exc:  # onnxruntime raises kinds of its own; nothing is written then
+        raise DaicError(f"onnxruntime cannot run the exported network ({refusal_reason(exc)})") from None
     return float(abs(ours - theirs).max())

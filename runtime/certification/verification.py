@@ -89,9 +89,12 @@ class HBoxBound(MarginBound):
     name = "HBox"
     budget_bytes = 2 * 2**30
     gpu_share = 4
-    """On a GPU the batches are planned for a quarter of the memory free when they are planned (at least
-    `budget_bytes`): 2 GiB planned 2 ResNet-Tiny images a batch on an H200, launch-bound (bench/README.md,
-    "On an NVIDIA H200"); the planner's estimate ran 7x over ConvBig's peak there."""
+    gpu_most_bytes = 16 * 2**30
+    """On a GPU the batches are planned for a quarter of the memory free when they are planned, at least
+    `budget_bytes` and at most `gpu_most_bytes` (so that a few processes sharing a card do not take it
+    all, and a large card plans the same batches whatever else holds part of it): 2 GiB planned 2
+    ResNet-Tiny images a batch on an H200, launch-bound (bench/README.md, "On an NVIDIA H200"); the
+    estimate of ConvBig's 2-image batch there, 1,537 MiB, was 5.5x its peak."""
 
     def margins(self, model, lower, upper, target, relu):
         dropping = nullcontext() if slot_count_matters(model, training=False) else dropping_dead_terms()
@@ -111,7 +114,7 @@ class HBoxBound(MarginBound):
         if device.type != "cuda":
             return self.budget_bytes
         free, _ = torch.cuda.mem_get_info(device)
-        return max(self.budget_bytes, free // self.gpu_share)
+        return min(self.gpu_most_bytes, max(self.budget_bytes, free // self.gpu_share))
 
 
 class CROWNBound(MarginBound):

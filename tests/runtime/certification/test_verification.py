@@ -29,10 +29,12 @@ def test_on_the_cpu_the_batches_fit_two_gib():
     assert HBoxBound().batch_size(conv_net(), (3, 16, 16), 50) == 50  # never more than the batch asked
 
 
-def test_on_a_gpu_they_fit_a_quarter_of_its_free_memory_and_never_less_than_two_gib(monkeypatch):
-    free = {"bytes": 100 * GiB}
+def test_on_a_gpu_they_fit_a_quarter_of_its_free_memory_within_two_and_sixteen_gib(monkeypatch):
+    free = {"bytes": 40 * GiB}
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device: (free["bytes"], 141 * GiB))
-    assert HBoxBound().budget(torch.device("cuda", 0)) == 25 * GiB  # 2,133 of the images above a batch
+    assert HBoxBound().budget(torch.device("cuda", 0)) == 10 * GiB  # 851 of the images above a batch
+    free["bytes"] = 130 * GiB  # a large card, nearly free: at most 16 GiB
+    assert HBoxBound().budget(torch.device("cuda", 0)) == 16 * GiB
     free["bytes"] = 4 * GiB  # a card mostly taken by others: the CPU's budget still
     assert HBoxBound().budget(torch.device("cuda", 0)) == 2 * GiB
 
@@ -41,5 +43,5 @@ def test_on_a_gpu_they_fit_a_quarter_of_its_free_memory_and_never_less_than_two_
 def test_on_cuda_the_batches_fit_a_share_of_what_the_card_has_free():
     model = conv_net().cuda()
     free, _ = torch.cuda.mem_get_info()
-    expected = max(2 * GiB, free // 4) // PER_IMAGE
+    expected = min(16 * GiB, max(2 * GiB, free // 4)) // PER_IMAGE
     assert abs(HBoxBound().batch_size(model, (3, 16, 16), 100_000) - expected) <= expected // 10
