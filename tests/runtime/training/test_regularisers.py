@@ -11,7 +11,7 @@ from daic.runtime import Lin, Linear, ReLU, Sequential
 from daic.runtime.context import AbstractContext
 from daic.runtime.data.sets import Digits
 from daic.runtime.data.tensors import TensorData
-from daic.runtime.domains import HybridZonotope
+from daic.runtime.domains import Box, HybridZonotope
 from daic.runtime.training.goals import EpsBox
 from daic.runtime.training.losses import worst_case_loss
 from daic.runtime.training.optim import SGD
@@ -159,3 +159,28 @@ def test_gradient_clipping_bounds_each_steps_move():
     trainer.train_epoch(0)
     after = torch.cat([p.detach().flatten() for p in net.parameters()])
     assert 0 < float((after - before).norm()) <= 1e-3 + 1e-7
+
+
+def test_a_kind_without_neurons_adds_nothing_and_passes_no_nan_back():
+    """Every neuron active (l > 0): neither balance ratio is defined, so only tightness counts."""
+    net = network()
+    lower = torch.rand(16, 4, dtype=torch.float64) * 2 - 1
+    upper = lower + 0.3
+    centre = (torch.rand(16, 8, dtype=torch.float64) + 1).requires_grad_()
+    radius = torch.full((16, 8), 0.5, dtype=torch.float64)
+    found = warmup_regulariser(net, lower, upper, relu_inputs=[Box(centre, radius)])
+    assert found.item() == pytest.approx((F.relu(TAU - 0.15 / radius.mean()) / TAU).item())  # r0 = 0.3 / 2
+    found.backward()
+    assert centre.grad is not None and not centre.grad.isnan().any()
+
+
+def test_a_channels_last_map_gives_what_its_contiguous_copy_gives():
+    net = network()
+    lower = torch.rand(16, 4, dtype=torch.float64) * 2 - 1
+    upper = lower + 0.3
+    centre, radius = torch.randn(3, 4, 5, 5, dtype=torch.float64), torch.rand(3, 4, 5, 5, dtype=torch.float64)
+    values = []
+    for layout in (torch.contiguous_format, torch.channels_last):
+        box = Box(centre.contiguous(memory_format=layout), radius.contiguous(memory_format=layout))
+        values.append(warmup_regulariser(net, lower, upper, relu_inputs=[box]))
+    assert values[0] > 0 and torch.allclose(values[0], values[1], rtol=1e-12, atol=0)
