@@ -47,8 +47,15 @@ def refusal_reason(exc: Exception) -> str:
     and the C++ function that refused (`Load model from F failed:/src/model.cc:202 onnxruntime::Model::Model
     (...) Unsupported model IR version: 14, max supported IR version: 13`)."""
     line = (str(exc).splitlines() or [type(exc).__name__])[0]
-    if ")" in line and "onnxruntime::" in line:
-        line = line[line.rindex(")") + 1 :].strip() or line
+    function = line.find("onnxruntime::")
+    opened = line.find("(", function)
+    if function >= 0 and opened >= 0:  # the words after the function's parenthesised parameters
+        depth = 0
+        for i in range(opened, len(line)):
+            depth += {"(": 1, ")": -1}.get(line[i], 0)
+            if depth == 0:
+                line = line[i + 1 :].strip() or line
+                break
     return line if len(line) <= 200 else "..." + line[-200:]
 
 

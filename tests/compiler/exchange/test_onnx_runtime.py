@@ -161,3 +161,18 @@ def test_an_export_the_runtime_cannot_run_is_a_message_and_writes_nothing(tmp_pa
     ):
         daic.export_onnx(model, (1, 8, 8), tmp_path / "m.onnx")
     assert list(tmp_path.iterdir()) == []  # neither the file nor its staging folder
+
+
+def test_the_reason_is_what_follows_the_refusing_function_parentheses_and_all():
+    from daic.compiler.exchange.onnx_runtime import refusal_reason
+
+    assert refusal_reason(RuntimeError(REFUSAL.format(path="m.onnx"))) == (
+        "Unsupported model IR version: 14, max supported IR version: 13"
+    )
+    graph = (
+        "[ONNXRuntimeError] : 1 : FAIL : Load model from m.onnx failed:/src/graph.cc:1 "
+        "onnxruntime::Graph::Resolve(const onnxruntime::Graph::ResolveOptions&) "
+        "Node (fc) Op (Gemm) [ShapeInferenceError] rank (3) != 2\nmore"
+    )
+    assert refusal_reason(RuntimeError(graph)) == "Node (fc) Op (Gemm) [ShapeInferenceError] rank (3) != 2"
+    assert refusal_reason(ValueError("plain words (kept)")) == "plain words (kept)"
