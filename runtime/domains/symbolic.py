@@ -162,6 +162,7 @@ class Symbolic(Element):
     __slots__ = (
         "_bounds",
         "_memo",
+        "_nearest",
         "_refined",
         "analysis",
         "companions",
@@ -185,8 +186,9 @@ class Symbolic(Element):
         self.layer, self.dim = layer, dim
         self.id = analysis.new_id()
         self._bounds: tuple[Tensor, Tensor] | None = None
+        self._nearest = False  # whether `_bounds` were read from the companions rounding to nearest
         self._refined = False
-        self._memo: dict[str, Any] = {}
+        self._memo: dict[tuple[str, bool], Any] = {}
         analysis.widest = max(analysis.widest, self.shape[1:].numel())
 
     @classmethod
@@ -256,7 +258,9 @@ class Symbolic(Element):
 
     def memo(self, key: str, make: Any) -> Any:
         """``make()``, made once for this node: what a layer derives from bounds that no longer change once
-        a node is made (its relaxation), where every step of an optimisation would recompute it."""
+        a node is made (its relaxation), where every step of an optimisation would recompute it. Kept apart
+        by rounding mode: what is made rounding to nearest must not serve a later outward-rounded bound."""
+        key = (key, rounds_outward())
         if key not in self._memo:
             self._memo[key] = make()
         return self._memo[key]
@@ -290,10 +294,12 @@ class Symbolic(Element):
     # bounds
 
     def bounds(self) -> tuple[Tensor, Tensor]:
-        """The elementwise best interval of the companions (and of CROWN, once `refine` ran)."""
-        if self._bounds is None:
+        """The elementwise best interval of the companions (and of CROWN, once `refine` ran). Read first
+        rounding to nearest (an optimisation's steps), they are read again for an outward-rounded bound."""
+        if self._bounds is None or (self._nearest and rounds_outward()):
             lows, ups = zip(*(c.bounds() for c in self.companions), strict=True)
             self._bounds = reduce(torch.maximum, lows), reduce(torch.minimum, ups)
+            self._nearest = not rounds_outward()
         return self._bounds
 
     def refine(self, layer: Any = None) -> None:
@@ -387,7 +393,7 @@ class Symbolic(Element):
         if bool(crossed.any()):
             self.analysis.infeasible |= crossed.flatten(1).any(1)
             upper = torch.where(crossed, lower, upper)
-        self._bounds = lower, upper
+        self._bounds, self._nearest = (lower, upper), False
         if self.analysis.tighten:
             self.companions = (Box.from_bounds(lower, upper), *self.companions[1:])
 

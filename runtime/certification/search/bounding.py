@@ -7,16 +7,19 @@ over the `Layout`'s neurons and the root's bounds of every split node (they hold
 
 from __future__ import annotations
 
+import copy
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor, nn
 
+from daic.runtime.certification.alpha_crown import set_gradient
 from daic.runtime.certification.search.bounded import Bounded
 from daic.runtime.context import AbstractContext
 from daic.runtime.domains.coeffs import Dense
 from daic.runtime.domains.element import margin_others
+from daic.runtime.domains.rounding import outward_rounding
 from daic.runtime.domains.symbolic import Backward, Symbolic, backsubstitute
 
 LEAST_GAIN = 0.02
@@ -24,6 +27,9 @@ LEAST_GAIN = 0.02
 by at least this share (`Symbolic.input`'s ``least_gain``). On an MNIST CNN7 trained with intervals it
 narrowed its five layers by 0.7% to 0% beside the hybrid zonotope in 28 s of the root's 30; without it,
 the root's alpha-CROWN verified image 55 in 12 s. On an MNIST ConvBig its last layer gains 5% and stays."""
+
+STEERING = torch.float32
+"""The precision alpha- and beta-CROWN's Adam steps run in: their bounds only steer (`Bounder._optimise`)."""
 
 NARROW_SHARE = 0.1
 """The share of a batch its warm start must prove for the rest to be optimised in a batch of their own: making
@@ -111,6 +117,7 @@ class Bounder:
     lr_alpha: float
     lr_beta: float
     crown: bool = True
+    _steering_model: nn.Module | None = field(default=None, repr=False)
 
     def bound(
         self, work: Work, deadline: float, steps: int | None = None, warm: Warm | None = None,
@@ -148,43 +155,37 @@ class Bounder:
 
     def _optimised(self, start: Start, work: Work, companions: tuple[str, ...], deadline: float, steps: int):
         """`_optimise` from `start`; where the warm start alone proves at least `NARROW_SHARE` of the batch
-        (often half a round's children: their parent's slopes already suffice), the rest are optimised in
-        a batch of their own, their graph made again from the first one's bounds (no CROWN pass), and the
-        proved keep their warm start's bound and parameters."""
-        if start.warm is None or steps == 0:
-            return self._optimise(start, deadline, steps)
+        (often half a round's children: their parent's slopes already suffice), only the rest are
+        optimised, and the proved keep their warm start's bound and parameters."""
+        if start.warm is None:
+            return self._optimise(start, work, companions, deadline, steps)
         start, alphas, betas = _at_warm(start)
         proved = (start.best > 0).all(1) | start.output.analysis.infeasible
         share = float(proved.float().mean())
-        if share < NARROW_SHARE:
-            return self._optimise(start, deadline, steps)
         if share == 1.0:
             return start.best, start.recorded, alphas, betas
-        rest = (~proved).nonzero().squeeze(1)
-        narrowed = self._narrowed(start, work, companions, rest)
-        best, recorded, rest_alphas, rest_betas = self._optimise(narrowed, deadline, steps)
-        return (
-            start.best.index_copy(0, rest, best),
-            {k: Dense(v.A.index_copy(0, rest, recorded[k].A)) for k, v in start.recorded.items()},
-            {k: v.index_copy(0, rest, rest_alphas[k]) for k, v in alphas.items()},
-            {k: v.index_copy(0, rest, rest_betas[k]) for k, v in betas.items()},
-        )
+        rest = (~proved).nonzero().squeeze(1) if share >= NARROW_SHARE else None
+        return self._optimise(start, work, companions, deadline, steps, rest)
 
-    def _narrowed(self, start: Start, work: Work, companions: tuple[str, ...], rest: Tensor) -> Start:
-        """`start` on the subdomains `rest` alone: their graph made again with the first graph's bounds of
-        every relaxed node as known beforehand (so without CROWN), node ids unchanged."""
+    def _steering(self, start: Start, work: Work, companions: tuple[str, ...], rows: Tensor) -> Start:
+        """`start`'s graph made again in `STEERING` precision on its subdomains `rows`, from the first
+        graph's bounds of every relaxed node (no CROWN pass), node ids unchanged, rounding to nearest."""
+        model = self.model
+        if work.lower.dtype != STEERING:
+            if self._steering_model is None:
+                self._steering_model = copy.deepcopy(self.model).to(STEERING)
+            model = self._steering_model
         known = {
-            node.parents[0].id: tuple(b[rest] for b in node.parents[0].bounds())
+            node.parents[0].id: tuple(b[rows].to(STEERING) for b in node.parents[0].bounds())
             for node in start.output.ancestors() if node.layer is not None and node.layer.relaxes_input
         }  # fmt: skip
-        signs = None if start.signs is None else {key: sign[rest] for key, sign in start.signs.items()}
-        value = Symbolic.input(work.lower[rest], work.upper[rest], companions, splits=signs, prior=known)
-        warm_alphas, warm_betas = start.warm or ({}, {})
-        warm = ({k: v[rest] for k, v in warm_alphas.items()}, {k: v[rest] for k, v in warm_betas.items()})
-        return Start(
-            model_output(self.model, value, self.relu), Dense(start.rows.A[rest]), signs, start.best[rest],
-            {k: Dense(v.A[rest]) for k, v in start.recorded.items()}, warm,
-        )  # fmt: skip
+        signs = None if start.signs is None else {key: sign[rows] for key, sign in start.signs.items()}
+        lower, upper = (end[rows].to(STEERING) for end in (work.lower, work.upper))
+        with outward_rounding(False):
+            value = Symbolic.input(lower, upper, companions, splits=signs, prior=known)
+            output = model_output(model, value, self.relu)
+        return Start(output, Dense(start.rows.A[rows].to(STEERING)), signs, start.best[rows].to(STEERING), {},
+                     None)  # fmt: skip
 
     def _signs(self, work: Work) -> dict[int, Tensor] | None:
         """The split signs by split node, only the nodes some row of the batch splits (one read of the
@@ -195,35 +196,37 @@ class Bounder:
         used = torch.stack([sign.flatten(1).any(1).any() for sign in per_node.values()]).tolist()
         return {node: sign for (node, sign), split in zip(per_node.items(), used, strict=True) if split}
 
-    def _optimise(self, start: Start, deadline: float, steps: int):
-        """alpha- and beta-CROWN: the lower slopes and the split constraints' multipliers, by Adam, from
-        CROWN's slopes and zero multipliers or from the warm start, keeping the best bound of each row (each
-        setting gives a sound one), until `deadline`. Returns the best bounds, their rows as recorded, and
-        the slopes and multipliers at the step where each row was best."""
-        output, rows, best, recorded = start.output, start.rows, start.best, start.recorded
-        alphas, betas, weighed = _starting_parameters(rows, start.layers, start.signs, start.warm)
-        groups = [{"params": list(alphas.values()), "lr": self.lr_alpha}] if alphas else []
-        if betas:
-            groups.append({"params": list(betas.values()), "lr": self.lr_beta})
-        kept_alphas = {key: a.detach().clone() for key, a in alphas.items()}
-        kept_betas = {key: b.detach().clone() for key, b in betas.items()}
-        if not groups:  # nothing to relax: CROWN is exact
-            return best, recorded, kept_alphas, kept_betas
-        optimizer = torch.optim.Adam(groups, fused=best.device.type in ("cpu", "cuda"))
-        for _ in range(steps):
-            how = Backward(alphas, betas, weighed, record=set(recorded))
-            with torch.enable_grad():
-                found = backsubstitute(output, rows, how)
-                loss = -found.clamp(max=0).sum() - 1e-3 * found.sum()
-                grads = torch.autograd.grad(loss, [*alphas.values(), *betas.values()])
-            improved = found.detach() > best
-            best = torch.where(improved, found.detach(), best)
-            recorded = {k: _kept_rows(improved, recorded[k], v) for k, v in how.recorded.items()}
-            _keep_improved(improved, (kept_alphas, alphas), (kept_betas, betas))
-            if time.perf_counter() > deadline or bool((best > 0).all()):
-                break
-            _adam_step(optimizer, alphas, betas, grads)
-        return best, recorded, kept_alphas, kept_betas
+    def _optimise(
+        self, start: Start, work: Work, companions: tuple[str, ...], deadline: float, steps: int,
+        rest: Tensor | None = None,
+    ):  # fmt: skip
+        """alpha- and beta-CROWN: the lower slopes and the split constraints' multipliers of the rows `rest`
+        (default: all), by Adam, from CROWN's slopes and zero multipliers or from the warm start, until
+        `deadline`; then every row bounded at the parameters kept, each at the step where it was best.
+        Returns the best bounds (of that and `start`'s), their rows as recorded, and those parameters.
+
+        The steps steer: they run on a `STEERING` copy of the graph, rounding to nearest, and their bounds
+        only move Adam and choose each row's best step. The bound returned is the graph's own, at its
+        precision and (in certification) rounded outward: on an MNIST ConvBig a float64 step took 3x a
+        float32 one (no oneDNN for float64), and the ledger of rounding errors 40% of a step's time."""
+        alphas, betas, weighed = _starting_parameters(start.rows, start.layers, start.signs, start.warm)
+        alphas = {key: a.detach() for key, a in alphas.items()}
+        betas = {key: b.detach() for key, b in betas.items()}
+        if (not alphas and not betas) or not steps:  # nothing to relax (CROWN is exact), or no time
+            return start.best, start.recorded, alphas, betas
+        rows = torch.arange(len(start.best), device=start.best.device) if rest is None else rest
+        steering = self._steering(start, work, companions, rows)
+        steered = _steered(steering, (self.lr_alpha, self.lr_beta), {k: v[rows] for k, v in weighed.items()},
+                           ({k: v[rows] for k, v in alphas.items()}, {k: v[rows] for k, v in betas.items()}),
+                           deadline, steps)  # fmt: skip
+        alphas = {k: v.index_copy(0, rows, steered[0][k].to(v.dtype)) for k, v in alphas.items()}
+        betas = {k: v.index_copy(0, rows, steered[1][k].to(v.dtype)) for k, v in betas.items()}
+        how = Backward(alphas, betas, weighed, record=set(start.recorded))
+        with torch.no_grad():
+            found = backsubstitute(start.output, start.rows, how)
+        improved = found > start.best
+        recorded = {k: _kept_rows(improved, start.recorded[k], v) for k, v in how.recorded.items()}
+        return torch.where(improved, found, start.best), recorded, alphas, betas
 
 
 @dataclass
@@ -241,6 +244,39 @@ class Start:
     @property
     def layers(self) -> list[Symbolic]:
         return [node for node in self.output.ancestors() if splittable(node)]
+
+
+def _steered(
+    start: Start, rates: tuple[float, float], weighed: dict[int, Tensor], warm: tuple[dict, dict],
+    deadline: float, steps: int,
+) -> tuple[dict[int, Tensor], dict[int, Tensor]]:  # fmt: skip
+    """Adam's steps on `start`'s graph from the slopes and multipliers `warm` (in the graph's precision);
+    the slopes and multipliers of each row at the step where its bound was best (its start, if none beat
+    ``start.best``)."""
+    dtype = start.rows.A.dtype
+    alphas = {k: v.to(dtype).clone().requires_grad_(True) for k, v in warm[0].items()}
+    betas = {k: v.to(dtype).clone().requires_grad_(True) for k, v in warm[1].items()}
+    weighed = {k: v.to(dtype) for k, v in weighed.items()}
+    groups = [{"params": list(alphas.values()), "lr": rates[0]}] if alphas else []
+    if betas:
+        groups.append({"params": list(betas.values()), "lr": rates[1]})
+    kept_alphas = {key: a.detach().clone() for key, a in alphas.items()}
+    kept_betas = {key: b.detach().clone() for key, b in betas.items()}
+    optimizer = torch.optim.Adam(groups, fused=start.best.device.type in ("cpu", "cuda"))
+    best = start.best
+    with outward_rounding(False):
+        for _ in range(steps):
+            with torch.enable_grad():
+                found = backsubstitute(start.output, start.rows, Backward(alphas, betas, weighed))
+                loss = -found.clamp(max=0).sum() - 1e-3 * found.sum()
+                grads = torch.autograd.grad(loss, [*alphas.values(), *betas.values()])
+            improved = found.detach() > best
+            best = torch.where(improved, found.detach(), best)
+            _keep_improved(improved, (kept_alphas, alphas), (kept_betas, betas))
+            if time.perf_counter() > deadline or bool((best > 0).all()):
+                break
+            _adam_step(optimizer, alphas, betas, grads)
+    return kept_alphas, kept_betas
 
 
 def _at_warm(start: Start) -> tuple[Start, dict[int, Tensor], dict[int, Tensor]]:
@@ -299,7 +335,7 @@ def _adam_step(
     """One step of Adam on the slopes and multipliers from `grads`, then each back in its sound range:
     slopes in [0, 1], multipliers non-negative."""
     for parameter, grad in zip([*alphas.values(), *betas.values()], grads, strict=True):
-        parameter.grad = grad
+        set_gradient(parameter, grad)
     optimizer.step()
     with torch.no_grad():
         for alpha in alphas.values():

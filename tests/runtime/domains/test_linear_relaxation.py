@@ -13,7 +13,10 @@ from daic.runtime.certification.alpha_crown import optimized_lower
 from daic.runtime.certification.verification import AlphaCROWNBound, BoxBound, CROWNBound, HBoxBound
 from daic.runtime.domains import Symbolic
 from daic.runtime.domains.coeffs import Dense
+from daic.runtime.domains.element import margin_others
+from daic.runtime.domains.rounding import outward_rounding
 from daic.runtime.domains.symbolic import SAMPLE, backsubstitute, spread_sample, unstable_chunks
+from tests.runtime.certification.test_complete import blob_network
 from tests.runtime.helpers import HYPOTHESIS, run_points, sample_points
 from tests.runtime.networks import branchy_networks, classifier_case, input_box, networks, randomize
 
@@ -168,6 +171,47 @@ def test_alpha_crown_finds_the_better_slope_of_the_hand_computed_case():
     assert -crown.item() == pytest.approx(2.5)
     assert -best.item() == pytest.approx(2.1875, abs=2e-3)
     assert -best.item() >= 2.1875 - 1e-12
+
+
+def test_alpha_crown_steps_round_to_nearest_and_its_bound_rounds_outward():
+    """Certification's alpha-CROWN steps without the rounding ledger and bounds the slopes it kept once,
+    outward: on one analysis, its bound under outward rounding lies below what the same steps give rounding
+    to nearest, by the ledger's slack (positive, tiny); where the steps moved nothing, they agree."""
+    net = blob_network(5, width=6)
+    x = torch.rand(20, 2, generator=torch.Generator().manual_seed(4), dtype=torch.float64)[8:16]
+    y = net(x).argmax(1)
+    lower, upper = (x - 0.12).clamp(0, 1), (x + 0.12).clamp(0, 1)
+    with outward_rounding(), torch.no_grad():
+        out = symbolic_output(net, lower, upper, "crown")
+        rows = Dense(margin_others(y, 3, torch.float64)[0])
+        crown = backsubstitute(out, rows)
+        outward = optimized_lower(out, rows, crown, steps=10, lr=0.5)
+        with outward_rounding(False):
+            nearest = optimized_lower(out, rows, crown, steps=10, lr=0.5)
+    moved = nearest > crown
+    assert int(moved.sum()) >= 4, "the test needs rows the steps improve"
+    gap = (nearest - outward)[moved]
+    assert bool((gap > 0).all()) and float(gap.max()) < 1e-9
+    assert bool((outward >= crown).all()) and bool((outward[~moved] == crown[~moved]).all())
+
+
+def test_what_an_analysis_made_rounding_to_nearest_does_not_serve_an_outward_bound():
+    """An analysis made under outward rounding, bounded first rounding to nearest (alpha-CROWN's steps),
+    then outward: the outward bound and the output's interval equal a fresh analysis's, not the nearest
+    ones (the relaxations and the companions' bounds are made again for the outward rounding)."""
+    net = blob_network(5, width=6)
+    x = torch.rand(20, 2, generator=torch.Generator().manual_seed(4), dtype=torch.float64)[8:16]
+    lower, upper = (x - 0.12).clamp(0, 1), (x + 0.12).clamp(0, 1)
+    rows = Dense(torch.eye(3, dtype=torch.float64).expand(8, 3, 3))
+    with outward_rounding(), torch.no_grad():
+        fresh = symbolic_output(net, lower, upper, "crown")
+        expected, expected_box = backsubstitute(fresh, rows), fresh.bounds()
+        out = symbolic_output(net, lower, upper, "crown")
+        with outward_rounding(False):
+            nearest, nearest_box = backsubstitute(out, rows), out.bounds()
+        again, again_box = backsubstitute(out, rows), out.bounds()
+    assert bool((nearest > expected).all()) and bool((nearest_box[0] > expected_box[0]).all())
+    assert torch.equal(again, expected) and all(map(torch.equal, again_box, expected_box))
 
 
 # --------------------------------------------------------------------------------------------------
