@@ -44,7 +44,7 @@ def optimized_lower(
 
     The steps round to nearest: their bounds steer Adam and choose each row's best slopes. Where
     certification rounds outward, the rows are bounded once more at those slopes, soundly (a step's ledger
-    of rounding errors cost 40% of its time and took part in its gradient)."""
+    of rounding errors cost a quarter to a half of its time in two profiles and took part in its gradient)."""
     if steps == 0 or bool((start > 0).all()):
         return start
     alphas = initial_slopes(output, rows.rows)

@@ -208,7 +208,7 @@ class Bounder:
         The steps steer: they run on a `STEERING` copy of the graph, rounding to nearest, and their bounds
         only move Adam and choose each row's best step. The bound returned is the graph's own, at its
         precision and (in certification) rounded outward: on an MNIST ConvBig a float64 step took 3x a
-        float32 one (no oneDNN for float64), and the ledger of rounding errors 40% of a step's time."""
+        float32 one (no oneDNN for float64), and the ledger of rounding errors half a step at most."""
         alphas, betas, weighed = _starting_parameters(start.rows, start.layers, start.signs, start.warm)
         alphas = {key: a.detach() for key, a in alphas.items()}
         betas = {key: b.detach() for key, b in betas.items()}
