@@ -32,8 +32,8 @@ STEERING = torch.float32
 """The precision alpha- and beta-CROWN's Adam steps run in: their bounds only steer (`Bounder._optimise`)."""
 
 NARROW_SHARE = 0.1
-"""The share of a batch its warm start must prove for the rest to be optimised in a batch of their own: making
-their graph again costs one interval pass, and each Adam step then costs the open subdomains alone."""
+"""The share of a batch its warm start must prove for the rest to be optimised in a batch of their own (each
+Adam step then costs the open subdomains alone; their float32 graph is made in either case)."""
 
 
 Warm = tuple[dict[int, Tensor], dict[int, Tensor]]
