@@ -186,7 +186,7 @@ class Symbolic(Element):
         self.layer, self.dim = layer, dim
         self.id = analysis.new_id()
         self._bounds: tuple[Tensor, Tensor] | None = None
-        self._nearest = False  # whether `_bounds` were read from the companions rounding to nearest
+        self._nearest = False  # whether `_bounds` were made rounding to nearest
         self._refined = False
         self._memo: dict[tuple[str, bool], Any] = {}
         analysis.widest = max(analysis.widest, self.shape[1:].numel())
@@ -393,7 +393,7 @@ class Symbolic(Element):
         if bool(crossed.any()):
             self.analysis.infeasible |= crossed.flatten(1).any(1)
             upper = torch.where(crossed, lower, upper)
-        self._bounds, self._nearest = (lower, upper), False
+        self._bounds, self._nearest = (lower, upper), not rounds_outward()
         if self.analysis.tighten:
             self.companions = (Box.from_bounds(lower, upper), *self.companions[1:])
 

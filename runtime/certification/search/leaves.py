@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy
 import torch
 from torch import Tensor, nn
 
@@ -112,10 +113,12 @@ def exact_leaf(
     i (the margin is returned). Otherwise the programs' dual multipliers of the split constraints are the
     multipliers of beta-CROWN: back-substituted with them (with the rounding of the surrounding domain),
     the bound holds whatever the programs' own tolerances, and a positive one verifies the subdomain.
-    Returns infinity where no input satisfies the splits, None where nothing was decided. On a leaf where
-    some layer is not affine (a Sigmoid, a max pooling window with no dominating input) the programs are
-    over its relaxation: their minimisers are still only candidates, and their multipliers still give a
-    sound certificate, but their infeasibility proves nothing."""
+    Returns infinity where no input satisfies the splits, None where nothing was decided. A program
+    without a feasible point proves that no input follows the splits only through multipliers too: those
+    of the least violation any input leaves (`_infeasibility_multipliers`), back-substituted alike. On a
+    leaf where some layer is not affine (a Sigmoid, a max pooling window with no dominating input) the
+    programs' rows are bounds, not the network: their minimisers are still only candidates, and only the
+    multipliers' certificates, over the relaxation, prove anything."""
     splits = {k: v.unsqueeze(0) for k, v in signs.items()}
     program = _leaf_program(model, batch, i, signs, open_rows)
     if program is None:
@@ -123,7 +126,11 @@ def exact_leaf(
     verdict, duals = _solve_leaf(model, batch, i, program, by)
     if duals is None:
         return verdict
-    return _leaf_certificate(model, batch, i, splits, program, duals)
+    if verdict == float("inf"):  # no feasible point: proved only if the programs' multipliers prove it
+        empty = Dense(program.rows.A.new_zeros(1, 1, *program.rows.A.shape[2:]))
+        return float("inf") if _leaf_bound(model, batch, i, splits, program, empty, duals) > 0 else None
+    least = _leaf_bound(model, batch, i, splits, program, program.rows, duals)
+    return least if least > 0 else None
 
 
 @dataclass
@@ -135,10 +142,6 @@ class _LeafProgram:
     rows: Dense
     objective: Tensor
     offset: Tensor
-    exact: bool
-    """Whether every relaxing layer is affine on the leaf, so that its rows are the network's own: only then
-    does a program without a feasible point prove that no input follows the splits (a relaxed row is a
-    bound, and a bound's constraint cuts off inputs that do follow them)."""
 
 
 def _leaf_program(
@@ -150,8 +153,13 @@ def _leaf_program(
     with outward_rounding(False):  # the programs' data; what they conclude is checked after
         value = Symbolic.input(lower, upper, crown=True, splits=splits)
         output = model_output(model, value, batch.relu)
+    if bool(output.analysis.infeasible[0]):
+        # Bounds rounded to nearest that cross prove nothing: the search's own rounding must find them so.
+        value = Symbolic.input(lower, upper, crown=True, splits=splits)
+        output = model_output(model, value, batch.relu)
         if bool(output.analysis.infeasible[0]):
             return None
+    with outward_rounding(False):
         nodes = {node.id: node for node in output.ancestors()}
         constraints = []
         for node_id, sign in signs.items():
@@ -170,17 +178,7 @@ def _leaf_program(
             constraints.append((relu, chosen, -(s[:, None] * a), s * c))  # s (a x + c) >= 0
         rows = _margin_rows(y, output.shape[1], lower.dtype, open_rows)
         objective, offset = _affine(output, value, rows)
-        exact = all(
-            _affine_at(node) for node in output.ancestors() if getattr(node.layer, "relaxes_input", False)
-        )
-    return _LeafProgram(constraints, rows, objective, offset, exact)
-
-
-def _affine_at(node: Symbolic) -> bool:
-    """Whether `node`'s layer is affine on its input's bounds: as the layer declares (`relaxed_neurons`),
-    never for one that declares nothing (max pooling)."""
-    declared = getattr(node.layer, "relaxed_neurons", None)
-    return declared is not None and not bool(declared(*node.parents[0].bounds()).any())
+    return _LeafProgram(constraints, rows, objective, offset)
 
 
 def _solve_leaf(
@@ -202,8 +200,9 @@ def _solve_leaf(
         solved = linprog(
             program.objective[r].cpu().numpy(), A_ub=a_ub, b_ub=b_ub, bounds=bounds, method="highs"
         )
-        if solved.status == 2:  # infeasible: no input follows the splits, if the rows are the network's
-            return (float("inf") if program.exact else None), None
+        if solved.status == 2:  # no feasible point, by the solver's tolerances: a certificate may prove it
+            farkas = _infeasibility_multipliers(a_ub, b_ub, bounds)
+            return (float("inf"), [farkas]) if farkas is not None else (None, None)
         if solved.status != 0:
             return None, None
         if float(solved.fun) + float(program.offset[r]) <= 0:
@@ -225,16 +224,30 @@ def _solve_leaf(
     return None, duals
 
 
-def _leaf_certificate(
-    model: nn.Module,
-    batch: Batch,
-    i: int,
-    splits: dict[int, Tensor],
-    program: _LeafProgram,
+def _infeasibility_multipliers(a_ub, b_ub, bounds) -> Tensor | None:
+    """Multipliers ``l >= 0`` of the split constraints ``A x <= b`` under which no input of the box satisfies
+    them all: the duals of ``min t`` subject to ``A x - t <= b`` (the least violation any input must
+    leave), which make ``l (A x - b)`` at least that minimum over the box. None where the least violation
+    is not positive or the solver fails."""
+    from scipy.optimize import linprog
+
+    rows = a_ub.shape[0]
+    objective = [0.0] * a_ub.shape[1] + [1.0]
+    relaxed = numpy.hstack([a_ub, -numpy.ones((rows, 1))])
+    solved = linprog(objective, A_ub=relaxed, b_ub=b_ub, bounds=[*bounds, (0, None)], method="highs")
+    if solved.status != 0 or not float(solved.fun) > 0:
+        return None
+    return torch.tensor(-solved.ineqlin.marginals).clamp(min=0)
+
+
+def _leaf_bound(
+    model: nn.Module, batch: Batch, i: int, splits: dict[int, Tensor], program: _LeafProgram, rows: Dense,
     duals: list[Tensor],
-) -> float | None:
-    """beta-CROWN with the programs' multipliers, in the domain's own rounding: the least margin it
-    proves where positive, infinity where the splits contradict each other, else None."""
+) -> float:  # fmt: skip
+    """The least of `rows`' beta-CROWN bounds with the programs' multipliers `duals` (one list per row, over
+    the split constraints), in the domain's own rounding: a bound that holds whatever the programs'
+    tolerances. With rows of zeros it bounds ``-sum l s z`` over the relaxation: positive, no input
+    follows the splits. Infinity where the analysis itself finds the splits contradict each other."""
     lower, upper = batch.lower[i : i + 1], batch.upper[i : i + 1]
     value = Symbolic.input(lower, upper, crown=True, splits=splits)
     output = model_output(model, value, batch.relu)
@@ -247,13 +260,11 @@ def _leaf_certificate(
         node = relus[relu.parents[0].id]
         beta = torch.zeros((1, len(duals), *node.shape[1:]), dtype=lower.dtype, device=lower.device)
         for r, dual in enumerate(duals):
-            beta[0, r].view(-1)[chosen] = dual[start : start + len(chosen)].to(lower.dtype)
+            beta[0, r].view(-1)[chosen] = dual[start : start + len(chosen)].to(lower.dtype).to(lower.device)
         how.betas[node.id] = beta
         how.signs[node.id] = splits[relu.parents[0].id].to(lower.dtype)
         start += len(chosen)
-    proved = backsubstitute(output, program.rows, how)
-    least = float(proved.min())
-    return least if least > 0 else None
+    return float(backsubstitute(output, rows, how).min())
 
 
 def _affine(node: Symbolic, value: Symbolic, rows: Dense) -> tuple[Tensor, Tensor]:

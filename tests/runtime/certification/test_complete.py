@@ -519,6 +519,47 @@ def test_a_leaf_after_a_layer_that_is_not_affine_on_it_is_never_proved_empty_by_
     assert found is None or found <= 0, found  # the old reading of the empty program: infinity, proved
 
 
+def test_splits_only_a_linear_program_finds_contradictory_are_proved_empty_by_its_multipliers(monkeypatch):
+    """a = x1 - x2 >= 0 and b = x2 - x1 - 0.1 >= 0 contradict each other (a + b = -0.1), which no interval
+    shows (a in [-1, 1], b in [-1.1, 0.9] on [0, 1]^2): the program has no feasible point, and the
+    multipliers of its least violation (a half each: -(a + b) / 2 = 0.05 > 0 everywhere) prove the leaf
+    empty in the domain's rounding; with b's split turned inactive the leaf is not empty, and is decided by
+    its margin."""
+    from daic.runtime import AbstractContext
+    from daic.runtime.certification.search import exact_leaf, leaves
+    from daic.runtime.domains import Symbolic
+
+    net = Sequential(Linear(2, 2), ReLU(), Linear(2, 2)).double()
+    with torch.no_grad():
+        (
+            net[0].weight.copy_(torch.tensor([[1.0, -1.0], [-1.0, 1.0]])),
+            net[0].bias.copy_(torch.tensor([0, -0.1])),
+        )
+        (
+            net[2].weight.copy_(torch.tensor([[1.0, 1.0], [0.0, 0.0]])),
+            net[2].bias.copy_(torch.tensor([1.0, 0.0])),
+        )
+    x, y = torch.full((1, 2), 0.5, dtype=torch.float64), torch.tensor([0])
+    lower, upper = torch.zeros_like(x), torch.ones_like(x)
+    output = net.abstract(Symbolic.input(lower, upper, crown=True), AbstractContext())
+    assert not bool(output.analysis.infeasible.any())
+    (relu_input,) = [node.parents[0].id for node in output.ancestors() if isinstance(node.layer, ReLU)]
+    with outward_rounding():
+        empty = exact_leaf(net, Batch(x, y, lower, upper, [Outcome(0, 0)]), 0,
+                           {relu_input: torch.tensor([1, 1], dtype=torch.int8)}, "test")  # fmt: skip
+        one_side = exact_leaf(net, Batch(x, y, lower, upper, [Outcome(0, 0)]), 0,
+                              {relu_input: torch.tensor([1, -1], dtype=torch.int8)}, "test")  # fmt: skip
+    assert empty == float("inf")
+    # a >= 0, b <= 0: the margin is 1 + a, least 1 at a = 0 (x1 = x2).
+    assert one_side == pytest.approx(1.0, abs=1e-7)
+    # Without multipliers the solver's word alone proves nothing: the leaf stays undecided.
+    monkeypatch.setattr(leaves, "_infeasibility_multipliers", lambda *args: None)
+    with outward_rounding():
+        unproved = exact_leaf(net, Batch(x, y, lower, upper, [Outcome(0, 0)]), 0,
+                              {relu_input: torch.tensor([1, 1], dtype=torch.int8)}, "test")  # fmt: skip
+    assert unproved is None
+
+
 def test_a_subdomain_with_every_neuron_split_is_decided_by_its_linear_program():
     """Fixing every hidden neuron leaves the network affine on the subdomain: `exact_leaf` gives that
     pattern's least margin (or infinity where no input follows it), as the enumeration does."""

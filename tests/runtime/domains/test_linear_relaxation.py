@@ -174,9 +174,9 @@ def test_alpha_crown_finds_the_better_slope_of_the_hand_computed_case():
 
 
 def test_alpha_crown_steps_round_to_nearest_and_its_bound_rounds_outward():
-    """Certification's alpha-CROWN steps without the rounding ledger and bounds the slopes it kept once,
-    outward: on one analysis, its bound under outward rounding lies below what the same steps give rounding
-    to nearest, by the ledger's slack (positive, tiny); where the steps moved nothing, they agree."""
+    """alpha-CROWN's bound under outward rounding lies below what it gives rounding to nearest on the same
+    analysis, by no more than the ledger's slack (positive, tiny), and rows its steps did not move keep
+    CROWN's bound: whatever its steps round to, the bound it reports is outward."""
     net = blob_network(5, width=6)
     x = torch.rand(20, 2, generator=torch.Generator().manual_seed(4), dtype=torch.float64)[8:16]
     y = net(x).argmax(1)
