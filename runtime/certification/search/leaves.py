@@ -201,7 +201,7 @@ def _solve_leaf(
             program.objective[r].cpu().numpy(), A_ub=a_ub, b_ub=b_ub, bounds=bounds, method="highs"
         )
         if solved.status == 2:  # no feasible point, by the solver's tolerances: a certificate may prove it
-            farkas = _infeasibility_multipliers(a_ub, b_ub, bounds)
+            farkas = _infeasibility_multipliers(a_ub, b_ub, bounds, lower.device)
             return (float("inf"), [farkas]) if farkas is not None else (None, None)
         if solved.status != 0:
             return None, None
@@ -224,7 +224,7 @@ def _solve_leaf(
     return None, duals
 
 
-def _infeasibility_multipliers(a_ub, b_ub, bounds) -> Tensor | None:
+def _infeasibility_multipliers(a_ub, b_ub, bounds, device: torch.device) -> Tensor | None:
     """Multipliers ``l >= 0`` of the split constraints ``A x <= b`` under which no input of the box satisfies
     them all: the duals of ``min t`` subject to ``A x - t <= b`` (the least violation any input must
     leave), which make ``l (A x - b)`` at least that minimum over the box. None where the least violation
@@ -237,7 +237,7 @@ def _infeasibility_multipliers(a_ub, b_ub, bounds) -> Tensor | None:
     solved = linprog(objective, A_ub=relaxed, b_ub=b_ub, bounds=[*bounds, (0, None)], method="highs")
     if solved.status != 0 or not float(solved.fun) > 0:
         return None
-    return torch.tensor(-solved.ineqlin.marginals).clamp(min=0)
+    return torch.tensor(-solved.ineqlin.marginals, device=device).clamp(min=0)
 
 
 def _leaf_bound(
@@ -260,7 +260,7 @@ def _leaf_bound(
         node = relus[relu.parents[0].id]
         beta = torch.zeros((1, len(duals), *node.shape[1:]), dtype=lower.dtype, device=lower.device)
         for r, dual in enumerate(duals):
-            beta[0, r].view(-1)[chosen] = dual[start : start + len(chosen)].to(lower.dtype).to(lower.device)
+            beta[0, r].view(-1)[chosen] = dual[start : start + len(chosen)].to(lower.dtype)
         how.betas[node.id] = beta
         how.signs[node.id] = splits[relu.parents[0].id].to(lower.dtype)
         start += len(chosen)
