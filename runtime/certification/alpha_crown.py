@@ -55,8 +55,7 @@ def optimized_lower(
 
     def keep(improved: Tensor) -> None:
         for key, alpha in alphas.items():
-            mask = improved.view(*improved.shape, *[1] * (alpha.dim() - 2))
-            kept[key] = torch.where(mask, alpha.detach(), kept[key])
+            kept[key] = kept_where(improved, kept[key], alpha)
 
     with outward_rounding(False):
         best = _optimise(
@@ -155,6 +154,13 @@ def _optimise(
             for alpha in alphas:
                 alpha.clamp_(0, 1)
     return best
+
+
+def kept_where(improved: Tensor, kept: Tensor, now: Tensor) -> Tensor:
+    """`now` (detached) on the rows `improved` (``(N, K)``, the leading dimensions of both), `kept`
+    elsewhere: what an optimisation keeps of the step where each row was best."""
+    mask = improved.view(*improved.shape, *[1] * (now.dim() - 2))
+    return torch.where(mask, now.detach(), kept)
 
 
 def set_gradient(parameter: Tensor, grad: Tensor | None) -> None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor, nn
 
-from daic.runtime.certification.alpha_crown import set_gradient
+from daic.runtime.certification.alpha_crown import kept_where, set_gradient
 from daic.runtime.certification.search.bounded import Bounded
 from daic.runtime.context import AbstractContext
 from daic.runtime.domains.coeffs import Dense
@@ -316,17 +316,14 @@ def minimisers(on_input: Tensor, best: Tensor, lower: Tensor, upper: Tensor) -> 
 
 def _kept_rows(improved: Tensor, kept, now):
     """The recorded rows of the step where each row was best: `now`'s where it `improved` (N, K)."""
-    now = now.A.detach()
-    mask = improved.view(*improved.shape, *[1] * (now.dim() - 2))
-    return Dense(torch.where(mask, now, kept.A))
+    return Dense(kept_where(improved, kept.A, now.A))
 
 
 def _keep_improved(improved: Tensor, *pairs: tuple[dict[int, Tensor], dict[int, Tensor]]) -> None:
     """Each (kept, now) pair of parameters: now's values copied into kept on the rows `improved` (N, K)."""
     for kept, now in pairs:
         for key, value in now.items():
-            mask = improved.view(*improved.shape, *[1] * (value.dim() - 2))
-            kept[key] = torch.where(mask, value.detach(), kept[key])
+            kept[key] = kept_where(improved, kept[key], value)
 
 
 def _adam_step(

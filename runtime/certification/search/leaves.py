@@ -184,12 +184,14 @@ def _leaf_program(
 def _solve_leaf(
     model: nn.Module, batch: Batch, i: int, program: _LeafProgram, by: str
 ) -> tuple[float | None, list[Tensor] | None]:
-    """The programs solved, one per margin: (verdict, None) where they decide (infinity: no input follows
-    the splits; a margin: a minimiser falsified image i; None: a solver failed or its minimiser did not
-    falsify), else (None, each program's dual multipliers of the split constraints)."""
+    """The programs solved, one per margin: (verdict, None) where they decide (a margin: a minimiser
+    falsified image i; None: a solver failed, its minimiser did not falsify, or no point is feasible and
+    no multipliers say why); (infinity, [the multipliers of the least violation]) where no point is
+    feasible by the solver's tolerances (a certificate to check); else (None, each program's dual
+    multipliers of the split constraints)."""
     from scipy.optimize import linprog
 
-    lower, upper, y = batch.lower[i : i + 1], batch.upper[i : i + 1], batch.y[i : i + 1]
+    lower, upper = batch.lower[i : i + 1], batch.upper[i : i + 1]
     constraints = program.constraints
     # The linear programs are solved by SciPy, on the host.
     a_ub = torch.cat([c[2] for c in constraints]).cpu().numpy() if constraints else None
@@ -206,22 +208,26 @@ def _solve_leaf(
         if solved.status != 0:
             return None, None
         if float(solved.fun) + float(program.offset[r]) <= 0:
-            point = torch.tensor(solved.x, dtype=lower.dtype, device=lower.device).reshape(lower.shape)
-            point = torch.maximum(
-                torch.minimum(point, batch.inner_upper[i : i + 1]), batch.inner_lower[i : i + 1]
-            )
-            margins = least_margins(model, point, y)
-            # CPU: image numbers, read on the host; a CUDA tensor may be indexed by them as they are
-            # The program's minimum is at or below zero: its minimiser is a candidate even where float64
-            # puts it a rounding above (the witness check decides).
-            falsify(model, batch, torch.tensor([i]), point, margins.clamp(max=0.0), by)
-            return (float(margins[0]) if batch.outcomes[i].status == "falsified" else None), None
+            return _try_minimiser(model, batch, i, solved.x, by), None
         duals.append(
             torch.zeros(0, device=lower.device)
             if a_ub is None
             else torch.tensor(-solved.ineqlin.marginals, device=lower.device).clamp(min=0)
         )
     return None, duals
+
+
+def _try_minimiser(model: nn.Module, batch: Batch, i: int, minimiser, by: str) -> float | None:
+    """A program's minimiser (its minimum at or below zero), moved into image i's ball and run through the
+    network: its margin where it falsifies image i, else None. It is a candidate even where float64 puts
+    it a rounding above zero: the witness check decides."""
+    lower, y = batch.lower[i : i + 1], batch.y[i : i + 1]
+    point = torch.tensor(minimiser, dtype=lower.dtype, device=lower.device).reshape(lower.shape)
+    point = torch.maximum(torch.minimum(point, batch.inner_upper[i : i + 1]), batch.inner_lower[i : i + 1])
+    margins = least_margins(model, point, y)
+    # CPU: image numbers, read on the host; a CUDA tensor may be indexed by them as they are
+    falsify(model, batch, torch.tensor([i]), point, margins.clamp(max=0.0), by)
+    return float(margins[0]) if batch.outcomes[i].status == "falsified" else None
 
 
 def _infeasibility_multipliers(a_ub, b_ub, bounds, device: torch.device) -> Tensor | None:
