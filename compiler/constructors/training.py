@@ -210,9 +210,11 @@ DECLARATIONS = [
                 "auto",
                 'Where a subdomain\'s ReLU-input bounds come from: "crown" (CROWN again, with its splits), '
                 "\"root\" (the root's, refined, with the splits clamped in: beta-CROWN's way, one "
-                'back-substitution per subdomain), or "auto": "crown" where the root\'s CROWN pass took at '
-                'most 2% of the time limit (an MNIST ConvSmall), else "root" (an MNIST ConvBig, whose '
-                "CROWN pass takes seconds).",
+                'back-substitution per subdomain), or "auto": "crown" where subdomains cut their boxes (a '
+                "network with Sigmoid, Tanh or another activation a leaf does not make affine) and the "
+                'root\'s CROWN pass took at most 2% of the time limit, else "root" (every ReLU network: '
+                "a split leaves the box whole, and CROWN again grew the same trees on an MNIST ConvSmall "
+                "in twice the time).",
                 choices=("auto", "crown", "root"),
             ),
         ),
@@ -222,7 +224,8 @@ DECLARATIONS = [
         "layer's unstable neurons bounded with the earlier ReLUs' slopes optimised, then the margins), then "
         "branch and bound over ReLU splits of the margins the root leaves open (the neuron whose upper "
         "relaxation costs most first, BaBSR's score), each subdomain bounded by CROWN with its split neurons "
-        "fixed and, on networks whose CROWN pass is cheap, every later layer's bounds recomputed (always "
+        "fixed and, on networks whose subdomains cut their boxes and whose CROWN pass is cheap, every later "
+        "layer's bounds recomputed (always "
         "intersected with the root's best of alpha-CROWN, CROWN, intervals and the hybrid zonotope; "
         "`intermediate`), then alpha- and beta-CROWN (the split constraints' "
         "multipliers, Wang et al. 2021) optimised from where its parent's were best, and the better of that "

@@ -40,9 +40,6 @@ from daic.runtime.certification.search.leaves import MAX_CHILDREN, LeafPhase, in
 from daic.runtime.certification.search.policy import Search
 from daic.runtime.certification.search.root import INTERMEDIATE, RootPhase
 
-MAX_LEVELS = 7
-"""The most neurons a subdomain is split on in one round (2 ** 7 children), as alpha-beta-CROWN's."""
-
 
 class BranchAndBound(Search):
     """Branch and bound over ReLU splits until each image is verified, falsified, or the time (`timeout`
@@ -143,7 +140,7 @@ class _Run(RootPhase, LeafPhase):
     def _kept_columns(self, bounded: Bounded, n: int) -> dict[str, Tensor]:
         """What a subdomain keeps of its bounding: its ranked neurons, slopes and multipliers."""
         layout, columns = self.bounder.layout, {}
-        count = self.search.candidates + MAX_LEVELS
+        count = self.search.candidates + branching.MAX_LEVELS
         columns["ranked"] = branching.ranked_neurons(bounded, layout, count)
         if self.search.steps:
             k = bounded.lower.shape[1]
@@ -185,8 +182,8 @@ class _Run(RootPhase, LeafPhase):
             self.images.charge(working, self.budget.round_seconds)
 
     def _split(self, splitting: Frontier) -> None:
-        """Each subdomain of `splitting` split on its best neuron (and while few are open, its next best,
-        several levels at once), its children bounded and the open ones pushed on the frontier."""
+        """Each subdomain of `splitting` split on its best neuron (and while its image has few open, its
+        next best, several levels at once), its children bounded and the open ones pushed on the frontier."""
         if not len(splitting):
             return
         chosen, by_box = self._choose(splitting)
@@ -195,17 +192,28 @@ class _Run(RootPhase, LeafPhase):
             splitting, chosen = splitting.take(~by_box), chosen[~by_box]
             if not len(splitting):
                 return
-        levels = branching.usable_levels(splitting["ranked"], self._levels(len(splitting)))
+        share = self.budget.left() / max(len(self.images.open()), 1)
+        wanted = branching.split_levels(splitting["image"], len(self.images), self.search.batch,
+                                        self.child_seconds, share)  # fmt: skip
+        bounding, children = time.perf_counter(), 0
+        for levels in sorted(set(wanted.tolist())):
+            group = wanted == levels
+            children += self._split_on(splitting.take(group), chosen[group], levels)
+        self.child_seconds = (time.perf_counter() - bounding) / children
+
+    def _split_on(self, splitting: Frontier, chosen: Tensor, wanted: int) -> int:
+        """`splitting` split on its `chosen` neurons and its next best, `wanted` levels where each has as
+        many ranked; its children bounded. Returns how many children."""
+        levels = branching.usable_levels(splitting["ranked"], wanted)
         neurons = branching.split_neurons(chosen, splitting["ranked"], levels)
         signs = branching.children_signs(splitting["signs"], neurons)
         many = 2**levels
         parents = {name: column.repeat_interleave(many, 0) for name, column in splitting.columns.items()
                    if name not in ("signs", "ranked")}  # fmt: skip
         parents["signs"], parents["depth"] = signs, parents["depth"] + levels
-        bounding = time.perf_counter()
         for start in range(0, len(signs), MAX_CHILDREN):
             self._bound_children({k: v[start : start + MAX_CHILDREN] for k, v in parents.items()})
-        self.child_seconds = (time.perf_counter() - bounding) / len(signs)
+        return len(signs)
 
     def _choose(self, splitting: Frontier) -> tuple[Tensor, Tensor | None]:
         """``(P,)``: each subdomain's neuron to split among its best-ranked `candidates`: the one whose worse
@@ -226,20 +234,6 @@ class _Run(RootPhase, LeafPhase):
         worst = bounded.lower.amin(1).masked_fill(bounded.infeasible, torch.inf)
         neuron, worth = branching.best_candidate(worst, candidates)
         return neuron, (self._box_worth(splitting) > worth) if self.inexact else None
-
-    def _levels(self, splitting: int) -> int:
-        """How many neurons each of `splitting` subdomains is split on at once: as many as keep a round's
-        children within twice the batch for each open image (one, with full queues) and, at the last
-        round's seconds per child, its time within a quarter of the time left (one in the first round,
-        which measures it). A short queue is split several levels deep in one round, as alpha-beta-CROWN
-        does: on an MNIST ConvSmall image whose search ran 28 rounds deep for 22 s, a round cost nearly as
-        much for 2 children as for 64."""
-        if splitting == 0 or self.child_seconds is None:
-            return 1
-        room = 2 * self.search.batch * len(self.images.open()) / splitting
-        if self.child_seconds > 0:
-            room = min(room, self.budget.left() / 4 / (self.child_seconds * splitting))
-        return max(1, min(MAX_LEVELS, int(math.log2(max(room, 1)))))
 
     def _bound_children(self, parents: dict[str, Tensor]) -> None:
         """Children (their parents' columns, their own signs and depth) bounded together: their candidate

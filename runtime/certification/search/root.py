@@ -32,12 +32,17 @@ hybrid zonotope's through the later layers, the margins' back-substitution) take
 
 INTERMEDIATE = ("auto", "crown", "root")
 """Where a subdomain's intermediate bounds come from: CROWN again with its splits ("crown"), or the root's
-with the splits clamped in ("root", beta-CROWN's way); "auto" chooses by the root's cost (`CHEAP_ROOT`)."""
+with the splits clamped in ("root", beta-CROWN's way); "auto" chooses by the network and the root's cost
+(`CHEAP_ROOT`)."""
 
 CHEAP_ROOT = 0.02
-"""`intermediate="auto"` recomputes a subdomain's intermediate bounds by CROWN when the root's own CROWN
-pass took at most this share of the time limit (an MNIST ConvSmall: 0.1 s of 20), else keeps the root's
-(an MNIST ConvBig: 8 s; a subdomain's full CROWN pass costs as much, so a 20 s search would bound none)."""
+"""`intermediate="auto"` recomputes a subdomain's intermediate bounds by CROWN only where subdomains cut
+their boxes (a network with activations a leaf does not make affine, such as Sigmoid: CROWN over a smaller
+box is what tightens them) and the root's own CROWN pass took at most this share of the time limit. A
+ReLU split leaves the box whole, and there the root's bounds (alpha-CROWN-refined, the split clamped in,
+the constraints left to beta-CROWN's multipliers) grow the same trees for less: on an MNIST ConvSmall
+CROWN again took 1.9-2.1x the seconds of rounds for the same subdomains (docs/certification.md). On an
+MNIST ConvBig a subdomain's CROWN pass costs as much as the root's (8 s)."""
 
 
 def refined_intermediates(
@@ -134,7 +139,8 @@ def _alpha_bounds(
 class RootPhase:
     """The roots of a branch-and-bound run: every image's whole box bounded, the images that decides
     settled, and the margins each image's subdomains must bound. A base of the run, whose state (`model`,
-    `images`, `budget`, `bounder`, `search`, the images' boxes, `prior`, `margins`) it reads and sets."""
+    `images`, `budget`, `bounder`, `search`, the images' boxes, `prior`, `margins`, `inexact`) it reads and
+    sets."""
 
     def _first(self) -> tuple[Bounded, float] | None:
         """Every image's whole box bounded, the images it decides settled; its bounds and seconds, or None
@@ -228,7 +234,7 @@ class RootPhase:
         """Whether subdomains recompute their intermediate bounds by CROWN (see `INTERMEDIATE`), given the
         seconds the root's CROWN pass took an image."""
         if self.search.intermediate == "auto":
-            return root_seconds <= CHEAP_ROOT * self.search.timeout
+            return bool(self.inexact) and root_seconds <= CHEAP_ROOT * self.search.timeout
         return self.search.intermediate == "crown"
 
     def _charge_root(self, images: list[int], seconds: float) -> None:

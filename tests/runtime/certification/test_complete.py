@@ -125,9 +125,15 @@ def _within(pattern, a: torch.Tensor, c: torch.Tensor):
 
 # The search as configured by default (the root refined, children warm-started from their parents, each
 # split chosen among three candidates by bounding their children), without the root's refinement, without
-# any optimisation (plain CROWN on every subdomain), splitting on the best score alone, and keeping the
-# root's intermediate bounds in every subdomain (the default recomputes them on networks this small).
-SEARCHES = [{}, {"root_steps": 0}, {"steps": 0, "root_steps": 0}, {"candidates": 1}, {"intermediate": "root"}]
+# any optimisation (plain CROWN on every subdomain), splitting on the best score alone, and recomputing
+# every subdomain's intermediate bounds by CROWN (the default keeps the root's on a ReLU network).
+SEARCHES = [
+    {},
+    {"root_steps": 0},
+    {"steps": 0, "root_steps": 0},
+    {"candidates": 1},
+    {"intermediate": "crown"},
+]
 
 
 def searched_exactly(net: Sequential, search: dict, seed: int, eps: float) -> int:
@@ -150,7 +156,7 @@ def searched_exactly(net: Sequential, search: dict, seed: int, eps: float) -> in
 
 
 @pytest.mark.parametrize(
-    "search", SEARCHES, ids=["default", "no-root-steps", "crown-only", "score-only", "root-bounds"]
+    "search", SEARCHES, ids=["default", "no-root-steps", "crown-only", "score-only", "crown-bounds"]
 )
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_branch_and_bound_agrees_with_every_activation_pattern(seed, search):
@@ -176,6 +182,33 @@ def test_branch_and_bound_decides_hardtanh_exactly_by_cutting_boxes():
     three pieces says. (The old search raised an error on a network with no layer to split.)"""
     split = searched_exactly(blob_network(1, width=5, activation=HardTanh), {}, 1, 0.2)
     assert split, "an image should need its box cut"
+
+
+@pytest.mark.parametrize(
+    ("activation", "recomputes"), [(ReLU, False), (Sigmoid, True)], ids=["ReLU", "Sigmoid"]
+)
+def test_subdomains_recompute_intermediate_bounds_only_where_they_cut_their_boxes(
+    monkeypatch, activation, recomputes
+):
+    """`intermediate="auto"`: a ReLU split leaves the box whole, and its subdomains keep the root's
+    intermediate bounds with the splits clamped in (beta-CROWN's way); a Sigmoid network's subdomains cut
+    their boxes, and on a network whose CROWN pass is this cheap they are bounded by CROWN again."""
+    crown_flags = []
+    original = Symbolic.input.__func__
+
+    def spy(cls, lower, upper, *args, **kwargs):
+        if kwargs.get("splits") is not None:  # a subdomain's, not a root's
+            crown_flags.append(kwargs.get("crown", False))
+        return original(cls, lower, upper, *args, **kwargs)
+
+    monkeypatch.setattr(Symbolic, "input", classmethod(spy))
+    net = blob_network(1, width=8, activation=activation)
+    x = torch.rand(12, 2, generator=torch.Generator().manual_seed(11), dtype=torch.float64)
+    with torch.no_grad():
+        y = net(x).argmax(1)
+    certify(net, [BranchAndBound(timeout=10, batch=4)], x, y, 0.3, (0.0, 1.0))
+    assert crown_flags, "some image should have been split"
+    assert any(crown_flags) == recomputes
 
 
 @pytest.mark.parametrize(("activation", "eps"), [(Sigmoid, 0.3), (Tanh, 0.2)], ids=["Sigmoid", "Tanh"])
