@@ -195,25 +195,26 @@ class _Run(RootPhase, LeafPhase):
         share = self.budget.left() / max(len(self.images.open()), 1)
         wanted = branching.split_levels(splitting["image"], len(self.images), self.search.batch,
                                         self.child_seconds, share)  # fmt: skip
-        bounding, children = time.perf_counter(), 0
-        for levels in sorted(set(wanted.tolist())):
-            group = wanted == levels
-            children += self._split_on(splitting.take(group), chosen[group], levels)
+        # Children of every depth in one batch: on a GPU a batch costs little more than one of its parts.
+        groups = [self._children(splitting.take(wanted == levels), chosen[wanted == levels], levels)
+                  for levels in sorted(set(wanted.tolist()))]  # fmt: skip
+        parents = {name: torch.cat([group[name] for group in groups]) for name in groups[0]}
+        bounding, children = time.perf_counter(), len(parents["signs"])
+        for start in range(0, children, MAX_CHILDREN):
+            self._bound_children({k: v[start : start + MAX_CHILDREN] for k, v in parents.items()})
         self.child_seconds = (time.perf_counter() - bounding) / children
 
-    def _split_on(self, splitting: Frontier, chosen: Tensor, wanted: int) -> int:
-        """`splitting` split on its `chosen` neurons and its next best, `wanted` levels where each has as
-        many ranked; its children bounded. Returns how many children."""
+    def _children(self, splitting: Frontier, chosen: Tensor, wanted: int) -> dict[str, Tensor]:
+        """The children of `splitting` split on its `chosen` neurons and its next best, `wanted` levels
+        where each has as many ranked: their parents' columns, their own signs and depth."""
         levels = branching.usable_levels(splitting["ranked"], wanted)
         neurons = branching.split_neurons(chosen, splitting["ranked"], levels)
-        signs = branching.children_signs(splitting["signs"], neurons)
         many = 2**levels
-        parents = {name: column.repeat_interleave(many, 0) for name, column in splitting.columns.items()
-                   if name not in ("signs", "ranked")}  # fmt: skip
-        parents["signs"], parents["depth"] = signs, parents["depth"] + levels
-        for start in range(0, len(signs), MAX_CHILDREN):
-            self._bound_children({k: v[start : start + MAX_CHILDREN] for k, v in parents.items()})
-        return len(signs)
+        children = {name: column.repeat_interleave(many, 0) for name, column in splitting.columns.items()
+                    if name not in ("signs", "ranked")}  # fmt: skip
+        children["signs"] = branching.children_signs(splitting["signs"], neurons)
+        children["depth"] = children["depth"] + levels
+        return children
 
     def _choose(self, splitting: Frontier) -> tuple[Tensor, Tensor | None]:
         """``(P,)``: each subdomain's neuron to split among its best-ranked `candidates`: the one whose worse
