@@ -211,7 +211,7 @@ DECLARATIONS = [
                 'Where a subdomain\'s ReLU-input bounds come from: "crown" (CROWN again, with its splits), '
                 "\"root\" (the root's, refined, with the splits clamped in: beta-CROWN's way, one "
                 'back-substitution per subdomain), or "auto": "crown" where subdomains cut their boxes (a '
-                "network with Sigmoid, Tanh or another activation a leaf does not make affine) and the "
+                "network with Sigmoid, Tanh or HardTanh) and the "
                 'root\'s CROWN pass took at most 2% of the time limit, else "root" (every ReLU network: '
                 "a split leaves the box whole, and CROWN again grew the same trees on an MNIST ConvSmall "
                 "in twice the time).",

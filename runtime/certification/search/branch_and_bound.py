@@ -192,12 +192,16 @@ class _Run(RootPhase, LeafPhase):
             splitting, chosen = splitting.take(~by_box), chosen[~by_box]
             if not len(splitting):
                 return
-        share = self.budget.left() / max(len(self.images.open()), 1)
         wanted = branching.split_levels(splitting["image"], len(self.images), self.search.batch,
-                                        self.child_seconds, share)  # fmt: skip
+                                        self.child_seconds, self.budget.left())  # fmt: skip
         # Children of every depth in one batch: on a GPU a batch costs little more than one of its parts.
-        groups = [self._children(splitting.take(wanted == levels), chosen[wanted == levels], levels)
-                  for levels in sorted(set(wanted.tolist()))]  # fmt: skip
+        # The groups are taken by index (one read of the host for their sizes), not by masks.
+        order, groups, first = torch.argsort(wanted, stable=True), [], 0
+        for levels, count in enumerate(torch.bincount(wanted).tolist()):
+            if count:
+                part = order[first : first + count]
+                groups.append(self._children(splitting.take(part), chosen[part], levels))
+                first += count
         parents = {name: torch.cat([group[name] for group in groups]) for name in groups[0]}
         bounding, children = time.perf_counter(), len(parents["signs"])
         for start in range(0, children, MAX_CHILDREN):

@@ -90,19 +90,22 @@ def usable_levels(ranked: Tensor, wanted: int) -> int:
     return max(1, min(wanted, fewest))
 
 
-def split_levels(image: Tensor, images: int, batch: int, child_seconds: float | None, share: float) -> Tensor:
+def split_levels(image: Tensor, images: int, batch: int, child_seconds: float | None, left: float) -> Tensor:
     """``(P,)``: how many neurons each subdomain split this round (of the images `image`, among `images`) is
     split on at once: as many as keep its image's children within twice the `batch` (one, with a full
     queue) and, at `child_seconds` a child (None in the first round, which measures it: one level), within
-    a quarter of its image's `share` of the time left. A short queue is split several levels deep in one
+    a quarter of its image's share of the time `left` (shared by the images split this round: one whose
+    subdomains are all closed needs none). A short queue is split several levels deep in one
     round, as alpha-beta-CROWN does: on an MNIST ConvSmall image whose search ran 28 rounds deep for 22 s, a
     round cost nearly as much for 2 children as for 64. Each image counts its own queue and share: six
     ConvSmall images searched together, their queues and time counted as one, split an image's short queue
     one level a round beside the others' long ones (54 of its subdomains in 60 s; 1,164 alone in 10 s)."""
     if child_seconds is None:
         return torch.ones_like(image)
-    queue = torch.bincount(image, minlength=images)[image].to(torch.float64)
+    queues = torch.bincount(image, minlength=images)
+    queue = queues[image].to(torch.float64)
     room = 2 * batch / queue
     if child_seconds > 0:
-        room = room.clamp(max=share / 4 / child_seconds / queue)
+        share = left / (queues > 0).sum().to(torch.float64)
+        room = torch.minimum(room, share / 4 / child_seconds / queue)
     return room.clamp(min=1).log2().floor().to(torch.long).clamp(1, MAX_LEVELS)

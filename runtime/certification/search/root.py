@@ -37,12 +37,12 @@ with the splits clamped in ("root", beta-CROWN's way); "auto" chooses by the net
 
 CHEAP_ROOT = 0.02
 """`intermediate="auto"` recomputes a subdomain's intermediate bounds by CROWN only where subdomains cut
-their boxes (a network with activations a leaf does not make affine, such as Sigmoid: CROWN over a smaller
-box is what tightens them) and the root's own CROWN pass took at most this share of the time limit. A
-ReLU split leaves the box whole, and there the root's bounds (alpha-CROWN-refined, the split clamped in,
-the constraints left to beta-CROWN's multipliers) grow the same trees for less: on an MNIST ConvSmall
-CROWN again took 1.9-2.1x the seconds of rounds for the same subdomains (docs/certification.md). On an
-MNIST ConvBig a subdomain's CROWN pass costs as much as the root's (8 s)."""
+their boxes (a network with Sigmoid, Tanh or HardTanh: CROWN over a smaller box is what tightens them)
+and the root's own CROWN pass took at most this share of the time limit. A ReLU split leaves the box
+whole, and there the root's bounds (alpha-CROWN-refined, the split clamped in, the constraints left to
+beta-CROWN's multipliers) grow the same trees for less: on an MNIST ConvSmall CROWN again took 1.9-2.1x
+the seconds of rounds for the same subdomains (docs/certification.md). On an MNIST ConvBig a subdomain's
+CROWN pass costs as much as the root's (8 s)."""
 
 
 def refined_intermediates(
@@ -139,8 +139,8 @@ def _alpha_bounds(
 class RootPhase:
     """The roots of a branch-and-bound run: every image's whole box bounded, the images that decides
     settled, and the margins each image's subdomains must bound. A base of the run, whose state (`model`,
-    `images`, `budget`, `bounder`, `search`, the images' boxes, `prior`, `margins`, `inexact`) it reads and
-    sets."""
+    `images`, `budget`, `bounder`, `search`, the images' boxes, `prior`, `margins`; `inexact` it only reads)
+    it reads and sets."""
 
     def _first(self) -> tuple[Bounded, float] | None:
         """Every image's whole box bounded, the images it decides settled; its bounds and seconds, or None

@@ -23,6 +23,7 @@ from daic.runtime.certification.certify import (
     least_margins,
 )
 from daic.runtime.certification.search import ATTACK_SHARE, BranchAndBound, refined_intermediates
+from daic.runtime.certification.search.bounding import Bounder
 from daic.runtime.certification.search.branch_and_bound import _Run
 from daic.runtime.certification.verification import BoxBound, CROWNBound
 from daic.runtime.context import AbstractContext
@@ -194,14 +195,14 @@ def test_subdomains_recompute_intermediate_bounds_only_where_they_cut_their_boxe
     intermediate bounds with the splits clamped in (beta-CROWN's way); a Sigmoid network's subdomains cut
     their boxes, and on a network whose CROWN pass is this cheap they are bounded by CROWN again."""
     crown_flags = []
-    original = Symbolic.input.__func__
+    original = Bounder.bound
 
-    def spy(cls, lower, upper, *args, **kwargs):
-        if kwargs.get("splits") is not None:  # a subdomain's, not a root's
-            crown_flags.append(kwargs.get("crown", False))
-        return original(cls, lower, upper, *args, **kwargs)
+    def spy(self, work, *args, **kwargs):
+        if work.signs is not None:  # a subdomain's, not a root's
+            crown_flags.append(self.crown)
+        return original(self, work, *args, **kwargs)
 
-    monkeypatch.setattr(Symbolic, "input", classmethod(spy))
+    monkeypatch.setattr(Bounder, "bound", spy)
     net = blob_network(1, width=8, activation=activation)
     x = torch.rand(12, 2, generator=torch.Generator().manual_seed(11), dtype=torch.float64)
     with torch.no_grad():

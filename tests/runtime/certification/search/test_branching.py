@@ -24,9 +24,11 @@ def test_each_image_fills_twice_the_batch_from_its_own_queue():
     assert split_levels(_images(1), 1, 256, 1e-6, 100.0).tolist() == [MAX_LEVELS]
 
 
-def test_an_images_children_keep_within_a_quarter_of_its_share_of_the_time():
+def test_an_images_children_keep_within_a_quarter_of_its_share_of_the_time_left():
     # 2 s of the time left are this image's: its children may take 0.5 s, at 10 ms each 50, so two
     # subdomains split five levels (64 children) would be too many, four (32) fit.
     assert split_levels(_images(2), 1, 32, 0.01, 2.0).tolist() == [4, 4]
+    # The time is shared by the images split this round: two others with nothing to split take none.
+    assert split_levels(_images(2), 3, 32, 0.01, 2.0).tolist() == [4, 4]
     # With no time for even two children, a subdomain is still split once.
     assert split_levels(_images(2), 1, 32, 1.0, 0.1).tolist() == [1, 1]
