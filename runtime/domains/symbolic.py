@@ -223,16 +223,11 @@ class Symbolic(Element):
         tight, and full CROWN then costs most of a search's time for nothing. With ``slopes``, the nodes it
         names are bounded by their rows with those lower slopes (alpha-CROWN of every layer), the others
         as usual."""
-        unknown = set(companions) - set(COMPANIONS)
-        if unknown:
-            raise ValueError(f"Symbolic: unknown companion domains {sorted(unknown)}; known: {COMPANIONS}")
-        values: list[Element] = [Box.from_bounds(lower, upper)]
-        if "hbox" in companions:
-            values.append(HybridZonotope.exact_from_bounds(lower, upper))
+        values = _companion_inputs(lower, upper, companions)
         analysis = Analysis(
             lower, upper, crown, budget_bytes, tighten, splits, prior, deadline, least_gain, slopes
         )
-        return cls(analysis, "input", (), tuple(values))
+        return cls(analysis, "input", (), values)
 
     # ----------------------------------------------------------------------------------------------
     # shape
@@ -507,6 +502,17 @@ class Symbolic(Element):
         crown = linear + (constant - slope * shift).sum(1) + target_term
         mixed = w * crown + (1 - w) * ibp if w != 1 else crown
         return shift.squeeze(1) + torch.log(mixed.clamp(min=torch.finfo(dtype).tiny))
+
+
+def _companion_inputs(lower: Tensor, upper: Tensor, companions: Sequence[str]) -> tuple[Element, ...]:
+    """The input box in each companion domain (Box always, the exact hybrid zonotope with "hbox")."""
+    unknown = set(companions) - set(COMPANIONS)
+    if unknown:
+        raise ValueError(f"Symbolic: unknown companion domains {sorted(unknown)}; known: {COMPANIONS}")
+    values: list[Element] = [Box.from_bounds(lower, upper)]
+    if "hbox" in companions:
+        values.append(HybridZonotope.exact_from_bounds(lower, upper))
+    return tuple(values)
 
 
 def paying_rest(

@@ -34,7 +34,7 @@ from daic.runtime.certification.search import branching
 from daic.runtime.certification.search.bounded import Bounded, joined, padded, restricted
 from daic.runtime.certification.search.bounding import Bounder, Warm, Work
 from daic.runtime.certification.search.budget import Budget
-from daic.runtime.certification.search.frontier import Frontier
+from daic.runtime.certification.search.frontier import Frontier, groups
 from daic.runtime.certification.search.images import Images
 from daic.runtime.certification.search.leaves import MAX_CHILDREN, LeafPhase, inexact_members
 from daic.runtime.certification.search.policy import Search
@@ -195,14 +195,8 @@ class _Run(RootPhase, LeafPhase):
         wanted = branching.split_levels(splitting["image"], len(self.images), self.search.batch,
                                         self.child_seconds, self.budget.left())  # fmt: skip
         # Children of every depth in one batch: on a GPU a batch costs little more than one of its parts.
-        # The groups are taken by index (one read of the host for their sizes), not by masks.
-        order, groups, first = torch.argsort(wanted, stable=True), [], 0
-        for levels, count in enumerate(torch.bincount(wanted).tolist()):
-            if count:
-                part = order[first : first + count]
-                groups.append(self._children(splitting.take(part), chosen[part], levels))
-                first += count
-        parents = {name: torch.cat([group[name] for group in groups]) for name in groups[0]}
+        made = [self._children(splitting.take(part), chosen[part], levels) for levels, part in groups(wanted)]
+        parents = {name: torch.cat([children[name] for children in made]) for name in made[0]}
         bounding, children = time.perf_counter(), len(parents["signs"])
         for start in range(0, children, MAX_CHILDREN):
             self._bound_children({k: v[start : start + MAX_CHILDREN] for k, v in parents.items()})
@@ -283,14 +277,12 @@ class _Run(RootPhase, LeafPhase):
         own) bounded, in groups of images with as many open margins (one read of the host), each on its
         own margins only: an image whose root left one margin open does not pay for another's five. The
         rows are padded back to the frontier's."""
-        counts = self.row_counts[image]
-        groups = torch.unique(counts).tolist()
+        by_count = groups(self.row_counts[image])
         most = self.margins.shape[1]
-        if groups == [most]:
+        if [k for k, _ in by_count] == [most]:
             return self.bounder.bound(self._work(image, signs, boxes), self.budget.deadline, steps, warm)
         parts, places = [], []
-        for k in groups:
-            rows = (counts == k).nonzero().squeeze(1)
+        for k, rows in by_count:
             work = self._work(
                 image[rows], signs[rows], None if boxes is None else (boxes[0][rows], boxes[1][rows])
             )

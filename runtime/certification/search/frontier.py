@@ -67,3 +67,14 @@ class Frontier:
     def counts(self, images: int) -> Tensor:
         """``(images,)``: each image's open subdomains."""
         return torch.bincount(self["image"], minlength=images)
+
+
+def groups(key: Tensor) -> list[tuple[int, Tensor]]:
+    """The rows of each value of `key` (``(N,)``, small non-negative integers), values in increasing order,
+    each with the indices of its rows: one read of the host for the group sizes, whatever the groups."""
+    order, found, first = torch.argsort(key, stable=True), [], 0
+    for value, count in enumerate(torch.bincount(key).tolist()):
+        if count:
+            found.append((value, order[first : first + count]))
+            first += count
+    return found
