@@ -96,7 +96,7 @@ class _Run(RootPhase, LeafPhase):
         self.frontier: Frontier | None = None
         self.margins = torch.arange(self.classes - 1, device=self.lower.device).expand(len(images), -1)
         self.prior: dict[int, tuple[Tensor, Tensor]] = {}  # the roots' split-node bounds, (I, *F)
-        self.child_seconds: float | None = None  # what bounding one child took in the last round
+        self.row_seconds: float | None = None  # what bounding one margin of a child took in the last round
         # The activations whose leaves are not decided exactly: with any, each subdomain keeps its own box.
         self.inexact = inexact_members(model)
         self.searched: list[int] = []  # the images whose subdomains were split
@@ -167,8 +167,10 @@ class _Run(RootPhase, LeafPhase):
                     if not self._attack(self.images.open()):
                         break
             began = time.perf_counter()
-            working = self.frontier.counts(len(self.images)).nonzero().flatten().tolist()
-            picked, self.frontier = self.frontier.pick(self.search.batch, len(self.images))
+            counts = self.frontier.counts(len(self.images))
+            working = counts.nonzero().flatten().tolist()
+            quotas = branching.quotas(self.row_counts, counts > 0, self.search.batch)
+            picked = self.frontier.pop(quotas, len(self.images))
             leaf = picked["ranked"][:, 0] < 0
             with self.budget.phase("leaves"):
                 if self.inexact:
@@ -176,14 +178,15 @@ class _Run(RootPhase, LeafPhase):
                 else:
                     self._settle_leaves(picked.take(leaf))
             with self.budget.phase("rounds"):
-                self._split(picked.take(~leaf))
+                self._split(picked.take(~leaf), quotas)
             self._prune()
             self.budget.round_seconds = time.perf_counter() - began
             self.images.charge(working, self.budget.round_seconds)
 
-    def _split(self, splitting: Frontier) -> None:
+    def _split(self, splitting: Frontier, quotas: Tensor) -> None:
         """Each subdomain of `splitting` split on its best neuron (and while its image has few open, its
-        next best, several levels at once), its children bounded and the open ones pushed on the frontier."""
+        next best, several levels at once, within twice its image's `quotas`), its children bounded and the
+        open ones pushed on the frontier."""
         if not len(splitting):
             return
         chosen, by_box = self._choose(splitting)
@@ -192,15 +195,17 @@ class _Run(RootPhase, LeafPhase):
             splitting, chosen = splitting.take(~by_box), chosen[~by_box]
             if not len(splitting):
                 return
-        wanted = branching.split_levels(splitting["image"], len(self.images), self.search.batch,
-                                        self.child_seconds, self.budget.left())  # fmt: skip
+        child_seconds = None if self.row_seconds is None else self.row_seconds * self.row_counts
+        wanted = branching.split_levels(splitting["image"], len(self.images), quotas,
+                                        child_seconds, self.budget.left())  # fmt: skip
         # Children of every depth in one batch: on a GPU a batch costs little more than one of its parts.
         made = [self._children(splitting.take(part), chosen[part], levels) for levels, part in groups(wanted)]
         parents = {name: torch.cat([children[name] for children in made]) for name in made[0]}
         bounding, children = time.perf_counter(), len(parents["signs"])
         for start in range(0, children, MAX_CHILDREN):
             self._bound_children({k: v[start : start + MAX_CHILDREN] for k, v in parents.items()})
-        self.child_seconds = (time.perf_counter() - bounding) / children
+        rows = int(self.row_counts[parents["image"]].sum())
+        self.row_seconds = (time.perf_counter() - bounding) / rows
 
     def _children(self, splitting: Frontier, chosen: Tensor, wanted: int) -> dict[str, Tensor]:
         """The children of `splitting` split on its `chosen` neurons and its next best, `wanted` levels
@@ -267,7 +272,7 @@ class _Run(RootPhase, LeafPhase):
         if self.inexact:
             columns["lower"], columns["upper"] = parents["lower"][keep], parents["upper"][keep]
         kept = restricted(bounded, keep)
-        self.frontier = self.frontier.push(Frontier(columns | self._kept_columns(kept, int(keep.sum()))))
+        self.frontier.push(Frontier(columns | self._kept_columns(kept, int(keep.sum()))))
 
     def _bound_subdomains(
         self, image: Tensor, signs: Tensor, steps: int | None = None,
@@ -294,7 +299,7 @@ class _Run(RootPhase, LeafPhase):
 
     def _prune(self) -> None:
         """Drops the subdomains of images a point or an error decided."""
-        self.frontier = self.frontier.drop_images(self.images.gone(self.lower.device))
+        self.frontier.drop_images(self.images.gone(self.lower.device))
 
     def _attack(self, images: list[int]) -> bool:
         """An attack on the open `images` together (`Images.attack`); whether any image is left."""

@@ -90,12 +90,27 @@ def usable_levels(ranked: Tensor, wanted: int) -> int:
     return max(1, min(wanted, fewest))
 
 
-def split_levels(image: Tensor, images: int, batch: int, child_seconds: float | None, left: float) -> Tensor:
+def quotas(rows: Tensor, working: Tensor, batch: int) -> Tensor:
+    """``(I,)``: how many subdomains of each image a round splits, given how many margins each image's
+    subdomains bound (`rows`, ``(I,)``) and which images have subdomains open (`working`): `batch` for the
+    working images with the fewest margins, and k times fewer (at least one) for an image with k times as
+    many, so that each working image's children cost about the same (a search of one image splits
+    `batch`). Each image's share of a round is then its share of the search's time, as if searched alone:
+    six MNIST ConvSmall images searched together with 1 to 9 margins open, by equal quotas, gave the two
+    with 6 and 9 most of every round."""
+    fewest = rows.masked_fill(~working, rows.max()).amin()
+    return (batch * fewest / rows).floor().clamp(min=1).to(torch.long)
+
+
+def split_levels(
+    image: Tensor, images: int, batch: int | Tensor, child_seconds: float | Tensor | None, left: float
+) -> Tensor:
     """``(P,)``: how many neurons each subdomain split this round (of the images `image`, among `images`) is
-    split on at once: as many as keep its image's children within twice the `batch` (one, with a full
+    split on at once: as many as keep its image's children within twice its `batch` (one, with a full
     queue) and, at `child_seconds` a child (None in the first round, which measures it: one level), within
     a quarter of its image's share of the time `left` (shared by the images split this round: one whose
-    subdomains are all closed needs none). A short queue is split several levels deep in one
+    subdomains are all closed needs none). `batch` and `child_seconds` are one number or one an image,
+    ``(images,)``. A short queue is split several levels deep in one
     round, as alpha-beta-CROWN does: on an MNIST ConvSmall image whose search ran 28 rounds deep for 22 s, a
     round cost nearly as much for 2 children as for 64. Each image counts its own queue and share: six
     ConvSmall images searched together, their queues and time counted as one, split an image's short queue
@@ -104,8 +119,15 @@ def split_levels(image: Tensor, images: int, batch: int, child_seconds: float | 
         return torch.ones_like(image)
     queues = torch.bincount(image, minlength=images)
     queue = queues[image].to(torch.float64)
-    room = 2 * batch / queue
-    if child_seconds > 0:
+    room = 2 * _each(batch, image) / queue
+    if isinstance(child_seconds, Tensor) or child_seconds > 0:
         share = left / (queues > 0).sum().to(torch.float64)
-        room = torch.minimum(room, share / 4 / child_seconds / queue)
+        room = torch.minimum(room, share / 4 / _each(child_seconds, image).clamp(min=1e-12) / queue)
     return room.clamp(min=1).log2().floor().to(torch.long).clamp(1, MAX_LEVELS)
+
+
+def _each(value: float | Tensor, image: Tensor) -> Tensor:
+    """`value` for each subdomain of the images `image`: one number for all, or ``(images,)`` one an image."""
+    if isinstance(value, Tensor):
+        return value[image].to(torch.float64)
+    return torch.full(image.shape, float(value), dtype=torch.float64, device=image.device)

@@ -50,21 +50,19 @@ class InputSplit(Search):
             began = time.perf_counter()
             working = boxes.counts(len(images)).nonzero().flatten().tolist()
             with budget.phase("rounds"):
-                boxes, narrow = self._round(model, images, boxes, scale)
+                narrow = self._round(model, images, boxes, scale)
             leaves += narrow
             given_up |= boxes.counts(len(images)) > MAX_BOXES
-            boxes = boxes.drop_images(images.gone(lower.device) | given_up)
+            boxes.drop_images(images.gone(lower.device) | given_up)
             images.charge(working, time.perf_counter() - began)
         self._ended(images, boxes, leaves.tolist(), given_up.tolist())
         return images.seconds
 
-    def _round(
-        self, model: nn.Module, images: Images, boxes: Frontier, scale: Tensor
-    ) -> tuple[Frontier, Tensor]:
-        """The worst `batch` boxes of each image bounded; the proved ones closed, the others' candidates
-        tried and the rest halved. The boxes left, and each image's boxes too narrow to cut."""
+    def _round(self, model: nn.Module, images: Images, boxes: Frontier, scale: Tensor) -> Tensor:
+        """The worst `batch` boxes of each image taken from `boxes` and bounded; the proved ones closed, the
+        others' candidates tried and the rest halved onto `boxes`. Each image's boxes too narrow to cut."""
         n = len(images)
-        picked, rest = boxes.pick(self.batch, n)
+        picked = boxes.pop(self.batch, n)
         y = images.batch.y[images.batch_index.to(picked["image"].device)[picked["image"]]]
         bounds = CROWNBound().margins(model, picked["lower"], picked["upper"], y, images.batch.relu).amin(1)
         closed = bounds > 0
@@ -72,12 +70,12 @@ class InputSplit(Search):
         least = torch.full((n,), torch.inf, dtype=bounds.dtype, device=bounds.device)
         for j, low in enumerate(least.scatter_reduce(0, picked["image"], proved, "amin").tolist()):
             images.proved[j] = min(images.proved[j], low)
-        still = picked.take(~closed)
-        still.columns["bound"] = bounds[~closed]
+        still = Frontier(picked.take(~closed).columns | {"bound": bounds[~closed]})
         gradient = margin_gradient(model, still["lower"], still["upper"], y[~closed])
         self._falsify(model, images, still, gradient)
         halves, uncut = cut(still, gradient, scale[still["image"]])
-        return rest.push(halves), torch.bincount(still["image"][uncut], minlength=n)
+        boxes.push(halves)
+        return torch.bincount(still["image"][uncut], minlength=n)
 
     def _falsify(self, model: nn.Module, images: Images, boxes: Frontier, gradient: Tensor) -> None:
         """Runs the network on the open boxes' centres and on their corners against the margin's gradient

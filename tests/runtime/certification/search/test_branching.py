@@ -2,7 +2,7 @@
 
 import torch
 
-from daic.runtime.certification.search.branching import MAX_LEVELS, split_levels
+from daic.runtime.certification.search.branching import MAX_LEVELS, quotas, split_levels
 
 
 def _images(*queues: int) -> torch.Tensor:
@@ -32,3 +32,25 @@ def test_an_images_children_keep_within_a_quarter_of_its_share_of_the_time_left(
     assert split_levels(_images(2), 3, 32, 0.01, 2.0).tolist() == [4, 4]
     # With no time for even two children, a subdomain is still split once.
     assert split_levels(_images(2), 1, 32, 1.0, 0.1).tolist() == [1, 1]
+
+
+def test_each_image_splits_within_its_own_quota_and_at_its_own_childrens_cost():
+    # Image 0 splits 32 a round, image 1 (three times the margins) 10: two subdomains open each, image 0's
+    # room is 32 children a subdomain (five levels), image 1's 10 (three).
+    levels = split_levels(_images(2, 2), 2, torch.tensor([32, 10]), 1e-6, 100.0)
+    assert levels.tolist() == [5, 5, 3, 3]
+    # Its children cost three times as much: within a quarter of its share (50 s), 1 s a child, image 1's
+    # two subdomains may have 12 children in all (six each: two levels), image 0's 37 (18 each: four).
+    levels = split_levels(_images(2, 2), 2, 32, torch.tensor([1 / 3, 1.0]), 100.0)
+    assert levels.tolist() == [4, 4, 2, 2]
+
+
+def test_an_image_with_k_times_the_margins_splits_k_times_fewer_subdomains_a_round():
+    rows = torch.tensor([1, 2, 3, 9, 1])
+    # Image 4 has nothing open: image 0 has the fewest margins of the working images.
+    assert quotas(rows, torch.tensor([True, True, True, True, False]), 32).tolist() == [32, 16, 10, 3, 32]
+    # Without image 0, image 1's two margins are the fewest: it splits the batch, image 3 (9) two.
+    assert quotas(rows, torch.tensor([False, True, True, True, False]), 32).tolist() == [64, 32, 21, 7, 64]
+    assert quotas(rows, torch.tensor([True, False, False, True, False]), 4).tolist() == [4, 2, 1, 1, 4]
+    # A search of one image splits the batch.
+    assert quotas(torch.tensor([6]), torch.tensor([True]), 32).tolist() == [32]
