@@ -153,6 +153,33 @@ class Bounder:
         infeasible = output.analysis.infeasible.clone()
         return Bounded(torch.maximum(best, folded), infeasible, corners, inputs, coefficients, alphas, betas)
 
+    def estimate(
+        self, work: Work, deadline: float, companions: tuple[str, ...] = ("box",)
+    ) -> tuple[Tensor, Tensor]:
+        """CROWN's bounds of the batch's margins ``(N, K)`` and whether each subdomain's splits contradict
+        each other, in `STEERING` precision rounding to nearest: estimates that only choose where to split,
+        for which the bounds' own precision and outward rounding buy nothing."""
+        lower, upper = work.lower.to(STEERING), work.upper.to(STEERING)
+        prior = None if work.prior is None else {
+            node: (low.to(STEERING), up.to(STEERING)) for node, (low, up) in work.prior.items()
+        }  # fmt: skip
+        with outward_rounding(False):
+            value = Symbolic.input(lower, upper, companions, crown=self.crown, splits=self._signs(work),
+                                   prior=prior, deadline=deadline, least_gain=LEAST_GAIN)  # fmt: skip
+            output = model_output(self._steering_copy(work.lower.dtype), value, self.relu)
+            rows = margin_rows(work.y, output.shape[1], STEERING, work.margins)
+            best = backsubstitute(output, rows, Backward())
+            folded = output.margin_lower(work.y, until_nonlinear=True).gather(1, work.margins)
+        return torch.maximum(best, folded).to(work.lower.dtype), output.analysis.infeasible.clone()
+
+    def _steering_copy(self, dtype: torch.dtype) -> nn.Module:
+        """The network in `STEERING` precision (itself where its batches are; a copy made once)."""
+        if dtype == STEERING:
+            return self.model
+        if self._steering_model is None:
+            self._steering_model = copy.deepcopy(self.model).to(STEERING)
+        return self._steering_model
+
     def _optimised(self, start: Start, work: Work, companions: tuple[str, ...], deadline: float, steps: int):
         """`_optimise` from `start`; where the warm start alone proves at least `NARROW_SHARE` of the batch
         (often half a round's children: their parent's slopes already suffice), only the rest are
@@ -170,11 +197,7 @@ class Bounder:
     def _steering(self, start: Start, work: Work, companions: tuple[str, ...], rows: Tensor) -> Start:
         """`start`'s graph made again in `STEERING` precision on its subdomains `rows`, from the first
         graph's bounds of every relaxed node (no CROWN pass), node ids unchanged, rounding to nearest."""
-        model = self.model
-        if work.lower.dtype != STEERING:
-            if self._steering_model is None:
-                self._steering_model = copy.deepcopy(self.model).to(STEERING)
-            model = self._steering_model
+        model = self._steering_copy(work.lower.dtype)
         known = {
             node.parents[0].id: tuple(b[rows].to(STEERING) for b in node.parents[0].bounds())
             for node in start.output.ancestors() if node.layer is not None and node.layer.relaxes_input

@@ -234,8 +234,7 @@ class _Run(RootPhase, LeafPhase):
         trials = branching.trial_signs(splitting["signs"], candidates)
         image = splitting["image"].repeat_interleave(2 * candidates.shape[1])
         boxes = _boxes(splitting, 2 * candidates.shape[1])
-        bounded = self._bound_subdomains(image, trials, steps=0, boxes=boxes)
-        worst = bounded.lower.amin(1).masked_fill(bounded.infeasible, torch.inf)
+        worst = self._estimates(image, trials, boxes)
         neuron, worth = branching.best_candidate(worst, candidates)
         return neuron, (self._box_worth(splitting) > worth) if self.inexact else None
 
@@ -274,10 +273,17 @@ class _Run(RootPhase, LeafPhase):
         kept = restricted(bounded, keep)
         self.frontier.push(Frontier(columns | self._kept_columns(kept, int(keep.sum()))))
 
+    def _estimates(self, image: Tensor, signs: Tensor, boxes: Boxes | None = None) -> Tensor:
+        """``(N,)``: estimates (`Bounder.estimate`) of the least margin of the subdomains of the images
+        `image` with the split `signs` (on their `boxes`, where they have their own), infinity where the
+        splits contradict each other. One batch, each subdomain on its image's open margins padded to the
+        frontier's (a CROWN pass costs by the subdomain more than by the margin)."""
+        lower, infeasible = self.bounder.estimate(self._work(image, signs, boxes), self.budget.deadline)
+        return lower.amin(1).masked_fill(infeasible, torch.inf)
+
     def _bound_subdomains(
-        self, image: Tensor, signs: Tensor, steps: int | None = None,
-        warm: Warm | None = None, boxes: Boxes | None = None,
-    ) -> Bounded:  # fmt: skip
+        self, image: Tensor, signs: Tensor, warm: Warm | None = None, boxes: Boxes | None = None
+    ) -> Bounded:
         """Subdomains of the images `image` with the split `signs` (on their `boxes`, where they have their
         own) bounded, in groups of images with as many open margins (one read of the host), each on its
         own margins only: an image whose root left one margin open does not pay for another's five. The
@@ -285,7 +291,7 @@ class _Run(RootPhase, LeafPhase):
         by_count = groups(self.row_counts[image])
         most = self.margins.shape[1]
         if [k for k, _ in by_count] == [most]:
-            return self.bounder.bound(self._work(image, signs, boxes), self.budget.deadline, steps, warm)
+            return self.bounder.bound(self._work(image, signs, boxes), self.budget.deadline, warm=warm)
         parts, places = [], []
         for k, rows in by_count:
             work = self._work(
@@ -293,7 +299,7 @@ class _Run(RootPhase, LeafPhase):
             )
             work.margins = work.margins[:, :k]
             part_warm = None if warm is None else tuple({n: v[rows, :k] for n, v in w.items()} for w in warm)
-            parts.append(padded(self.bounder.bound(work, self.budget.deadline, steps, part_warm), most))
+            parts.append(padded(self.bounder.bound(work, self.budget.deadline, warm=part_warm), most))
             places.append(rows)
         return joined(parts, torch.argsort(torch.cat(places)))
 

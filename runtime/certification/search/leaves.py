@@ -78,14 +78,13 @@ class LeafPhase:
             self._bound_children({k: v[start : start + MAX_CHILDREN] for k, v in parents.items()})
 
     def _box_worth(self, subdomains: Frontier) -> Tensor:
-        """``(P,)``: the worse bound of the two halves of each subdomain's box, bounded without optimisation
+        """``(P,)``: the worse estimated bound (`Bounder.estimate`) of the two halves of each subdomain's box
         (an infeasible half counts as infinity; minus infinity where the box cannot be cut)."""
         halves, uncut, _ = self._halves(subdomains)
         worth = torch.full((len(subdomains),), -torch.inf, dtype=self.lower.dtype, device=self.lower.device)
         if len(halves):
             boxes = (halves["lower"], halves["upper"])
-            bounded = self._bound_subdomains(halves["image"], halves["signs"], steps=0, boxes=boxes)
-            worst = bounded.lower.amin(1).masked_fill(bounded.infeasible, torch.inf)
+            worst = self._estimates(halves["image"], halves["signs"], boxes)
             worth[~uncut] = torch.minimum(*worst.chunk(2))  # `cut` puts every first half before the second
         return worth
 
