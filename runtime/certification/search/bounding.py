@@ -163,7 +163,7 @@ class Bounder:
         prior = None if work.prior is None else {
             node: (low.to(STEERING), up.to(STEERING)) for node, (low, up) in work.prior.items()
         }  # fmt: skip
-        with outward_rounding(False):
+        with outward_rounding(False), torch.no_grad():
             value = Symbolic.input(lower, upper, companions, crown=self.crown, splits=self._signs(work),
                                    prior=prior, deadline=deadline, least_gain=LEAST_GAIN)  # fmt: skip
             output = model_output(self._steering_copy(work.lower.dtype), value, self.relu)

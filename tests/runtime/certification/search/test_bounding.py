@@ -99,6 +99,29 @@ def test_the_steps_steer_in_float32_and_the_bounds_returned_are_float64_rounded_
     assert not bool((bounded.lower == steps)[moved].any())  # no step's own bound is returned
 
 
+def test_estimates_are_crowns_bounds_in_float32_rounded_to_nearest(monkeypatch):
+    """`Bounder.estimate` (what chooses a split) back-substitutes once, in float32 rounding to nearest even
+    under certification's outward rounding, which it leaves as it was; its bounds are CROWN's within
+    float32's rounding and its infeasible subdomains the same."""
+    bounder, work, _ = _children_of_an_open_image()
+    calls: list[tuple[torch.dtype, bool]] = []
+    original = bounding.backsubstitute
+
+    def spied(output, rows, how=None, **kwargs):
+        found = original(output, rows, how, **kwargs)
+        calls.append((found.dtype, rounds_outward()))
+        return found
+
+    with outward_rounding():
+        crown = bounder.bound(work, math.inf, steps=0)
+        monkeypatch.setattr(bounding, "backsubstitute", spied)
+        lower, infeasible = bounder.estimate(work, math.inf)
+        assert rounds_outward()
+    assert calls == [(torch.float32, False)] and lower.dtype == torch.float64
+    torch.testing.assert_close(lower, crown.lower.detach(), rtol=0, atol=1e-5)
+    assert torch.equal(infeasible, crown.infeasible) and float((lower - crown.lower.detach()).abs().max()) > 0
+
+
 def test_float32_steering_optimises_a_convolutional_network_as_float64_does(monkeypatch):
     """On a convolutional network the float32 steps' gradients come out channels-last: the bounds they
     steer to equal those of float64 steps (within float32's rounding), so Adam reads every gradient in its

@@ -49,7 +49,7 @@ def test_an_image_with_k_times_the_margins_splits_k_times_fewer_subdomains_a_rou
     rows = torch.tensor([1, 2, 3, 9, 1])
     # Image 4 has nothing open: image 0 has the fewest margins of the working images.
     assert quotas(rows, torch.tensor([True, True, True, True, False]), 32).tolist() == [32, 16, 10, 3, 32]
-    # Without image 0, image 1's two margins are the fewest: it splits the batch, image 3 (9) two.
+    # Without image 0, image 1's two margins are the fewest: it splits the batch, image 3 (9) 64 // 9.
     assert quotas(rows, torch.tensor([False, True, True, True, False]), 32).tolist() == [64, 32, 21, 7, 64]
     assert quotas(rows, torch.tensor([True, False, False, True, False]), 4).tolist() == [4, 2, 1, 1, 4]
     # A search of one image splits the batch.

@@ -1,5 +1,6 @@
 """The frontier's tensor operations."""
 
+import pytest
 import torch
 
 from daic.runtime.certification.search.frontier import Frontier, groups
@@ -36,9 +37,11 @@ def test_pop_takes_each_images_worst_within_its_quota_and_leaves_the_rest():
 
 def test_push_and_drop_keep_every_column_row_aligned_and_never_write_what_the_frontier_was_made_from():
     bound = torch.tensor([-1.0, -2.0, -3.0], dtype=torch.float64)
-    image, depth = torch.tensor([0, 1, 2]), torch.tensor([10, 11, 12])
+    image, depth = torch.tensor([0, 0, 0]), torch.tensor([10, 11, 12])
     frontier = Frontier({"bound": bound, "image": image, "depth": depth})
-    frontier.pop(1, 3)  # each image's one subdomain
+    assert frontier.pop(1, 1)["depth"].tolist() == [12]  # its worst: the last row fills its hole
+    frontier.push(_frontier([-4.0], [0]))
+    frontier.drop_images(torch.tensor([True]))
     assert len(frontier) == 0 and bound.tolist() == [-1.0, -2.0, -3.0] and depth.tolist() == [10, 11, 12]
     for k in range(5):
         frontier.push(_frontier([float(k), float(-k)], [k % 3, (k + 1) % 3]))
@@ -48,7 +51,7 @@ def test_push_and_drop_keep_every_column_row_aligned_and_never_write_what_the_fr
     assert _rows(frontier) == sorted(row for row in made if row[0] != 1)
 
 
-def test_a_frontier_holds_what_a_list_of_its_subdomains_would_through_any_pushes_and_pops():
+def test_a_frontier_holds_what_a_list_of_its_subdomains_would_through_any_pushes_pops_and_drops():
     generator = torch.Generator().manual_seed(0)
     frontier, reference, made = _frontier([], []), [], 0
     for step in range(60):
@@ -61,13 +64,24 @@ def test_a_frontier_holds_what_a_list_of_its_subdomains_would_through_any_pushes
         reference += [(i, b, made + k) for k, (b, i) in enumerate(zip(bounds, images, strict=True))]
         made += n
         if step % 3 == 2:
-            quota = int(torch.randint(1, 4, (1,), generator=generator))
-            picked = frontier.pop(quota, 3)
+            quotas = torch.randint(0, 4, (3,), generator=generator)
+            picked = frontier.pop(quotas if step % 2 else int(quotas[0]), 3)
             expected = []
             for image in range(3):
                 mine = sorted((r for r in reference if r[0] == image), key=lambda r: (r[1], r[2]))
-                expected += mine[:quota]
+                expected += mine[: int(quotas[image if step % 2 else 0])]
             assert _rows(picked) == sorted(expected)
             reference = [r for r in reference if r not in expected]
+        if step % 7 == 6:
+            gone = torch.rand(3, generator=generator) < 0.3
+            frontier.drop_images(gone)
+            reference = [r for r in reference if not bool(gone[r[0]])]
         assert _rows(frontier) == sorted(reference)
         assert frontier.counts(3).tolist() == [sum(r[0] == i for r in reference) for i in range(3)]
+
+
+def test_a_push_of_other_columns_is_refused():
+    frontier = _frontier([0.0], [0])
+    other = Frontier(_frontier([1.0], [0]).columns | {"depth": torch.tensor([0.5])})
+    with pytest.raises(ValueError, match=r"Frontier\.push: columns"):
+        frontier.push(other)
