@@ -126,12 +126,9 @@ class Bounder:
         """The batch bounded with `steps` Adam steps (default: the bounder's) from `warm` (slopes and
         multipliers by output node id) where given, stopping at `deadline`."""
         signs = self._signs(work)
-        value = Symbolic.input(work.lower, work.upper, companions, crown=self.crown, splits=signs,
-                               prior=work.prior, deadline=deadline, least_gain=LEAST_GAIN)  # fmt: skip
-        output = model_output(self.model, value, self.relu)
+        value, output, rows = self._analysed(work, signs, work.lower.dtype, deadline, companions)
         if self.layout is None:
             self.layout = Layout.of(output)
-        rows = margin_rows(work.y, output.shape[1], work.lower.dtype, work.margins)
         layers = [node for node in output.ancestors() if splittable(node)]
         how = Backward(record={node.id for node in layers} | {value.id})
         best = backsubstitute(output, rows, how)
@@ -146,12 +143,10 @@ class Bounder:
             )
         corners = minimisers(recorded[value.id].A, best, work.lower, work.upper)
         inputs = {node.parents[0].id: node.parents[0].bounds() for node in layers}
-        # The margins folded into the layers after the last nonlinearity and bounded there by its (split,
-        # refined) intervals: on networks trained with intervals these beat the full back-substitution.
-        folded = output.margin_lower(work.y, until_nonlinear=True).gather(1, work.margins)
         coefficients = {node.id: recorded[node.id].A for node in layers}
         infeasible = output.analysis.infeasible.clone()
-        return Bounded(torch.maximum(best, folded), infeasible, corners, inputs, coefficients, alphas, betas)
+        best = torch.maximum(best, folded_margins(output, work))
+        return Bounded(best, infeasible, corners, inputs, coefficients, alphas, betas)
 
     def estimate(
         self, work: Work, deadline: float, companions: tuple[str, ...] = ("box",)
@@ -159,18 +154,24 @@ class Bounder:
         """CROWN's bounds of the batch's margins ``(N, K)`` and whether each subdomain's splits contradict
         each other, in `STEERING` precision rounding to nearest: estimates that only choose where to split,
         for which the bounds' own precision and outward rounding buy nothing."""
-        lower, upper = work.lower.to(STEERING), work.upper.to(STEERING)
-        prior = None if work.prior is None else {
-            node: (low.to(STEERING), up.to(STEERING)) for node, (low, up) in work.prior.items()
-        }  # fmt: skip
         with outward_rounding(False), torch.no_grad():
-            value = Symbolic.input(lower, upper, companions, crown=self.crown, splits=self._signs(work),
-                                   prior=prior, deadline=deadline, least_gain=LEAST_GAIN)  # fmt: skip
-            output = model_output(self._steering_copy(work.lower.dtype), value, self.relu)
-            rows = margin_rows(work.y, output.shape[1], STEERING, work.margins)
-            best = backsubstitute(output, rows, Backward())
-            folded = output.margin_lower(work.y, until_nonlinear=True).gather(1, work.margins)
-        return torch.maximum(best, folded).to(work.lower.dtype), output.analysis.infeasible.clone()
+            _, output, rows = self._analysed(work, self._signs(work), STEERING, deadline, companions)
+            best = torch.maximum(backsubstitute(output, rows, Backward()), folded_margins(output, work))
+        return best.to(work.lower.dtype), output.analysis.infeasible.clone()
+
+    def _analysed(
+        self, work: Work, signs: dict[int, Tensor] | None, dtype: torch.dtype, deadline: float,
+        companions: tuple[str, ...],
+    ) -> tuple[Symbolic, Symbolic, Dense]:  # fmt: skip
+        """The batch's input node with its `signs`, in `dtype` (the network's `STEERING` copy where that
+        is not the batch's), the network's output node on it, and the rows of the batch's margins."""
+        prior = {node: (low.to(dtype), up.to(dtype)) for node, (low, up) in (work.prior or {}).items()}
+        value = Symbolic.input(work.lower.to(dtype), work.upper.to(dtype), companions, crown=self.crown,
+                               splits=signs, prior=prior or None, deadline=deadline,
+                               least_gain=LEAST_GAIN)  # fmt: skip
+        model = self.model if dtype == work.lower.dtype else self._steering_copy(work.lower.dtype)
+        output = model_output(model, value, self.relu)
+        return value, output, margin_rows(work.y, output.shape[1], dtype, work.margins)
 
     def _steering_copy(self, dtype: torch.dtype) -> nn.Module:
         """The network in `STEERING` precision (itself where its batches are; a copy made once)."""
@@ -320,6 +321,13 @@ def _at_warm(start: Start) -> tuple[Start, dict[int, Tensor], dict[int, Tensor]]
 def model_output(model: nn.Module, value: Symbolic, relu: str) -> Symbolic:
     """The network's output node on `value` in certification's context."""
     return model.abstract(value, AbstractContext(training=False, relu=relu))
+
+
+def folded_margins(output: Symbolic, work: Work) -> Tensor:
+    """``(N, K)``: the batch's margins folded into the layers after the last nonlinearity and bounded there
+    by its (split, refined) intervals: on networks trained with intervals these beat the full
+    back-substitution."""
+    return output.margin_lower(work.y, until_nonlinear=True).gather(1, work.margins)
 
 
 def margin_rows(y: Tensor, classes: int, dtype: torch.dtype, margins: Tensor) -> Dense:

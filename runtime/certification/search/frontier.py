@@ -8,9 +8,8 @@ Popping, pushing and pruning are tensor operations on the device the columns are
 
 The columns are kept with room to grow (twice the rows at most, after they shrink to a quarter): a push
 writes after the last row, and rows popped or pruned are filled by the last rows kept, so a round copies
-the rows it moves, not the frontier. Copied whole at
-every round (a concatenation to push, a gather to keep the rest), the frontier of six MNIST ConvSmall
-images searched together for 360 s took 41 s of it."""
+the rows it moves, not the frontier. Copied whole at every round (a concatenation to push, a gather to
+keep the rest), the frontier of six MNIST ConvSmall images searched together for 360 s took 41 s of it."""
 
 from __future__ import annotations
 
