@@ -180,9 +180,11 @@ DECLARATIONS = [
             Param(
                 "batch",
                 INT,
-                32,
-                "Subdomains split per round of the search; while fewer are open, each is split on several "
-                "neurons at once (up to 7), so that a round bounds up to twice this many children.",
+                1024,
+                "The most subdomains of an image split in a round of the search (fewer where their "
+                "children would take more than a quarter of its time left); while fewer are open, each is "
+                "split on several neurons at once (up to 7), so that a round bounds up to twice this many "
+                "children, in passes that fit 1 GiB (a share of the free memory on a GPU).",
                 low=1,
             ),
             Param("steps", INT, 20, "Adam steps on the slopes and split multipliers per bounding.", low=0),

@@ -40,6 +40,18 @@ CLEAN = "clean"  # what falsified a misclassified image: the image itself
 # Images per batch when the cascade has a complete step: its search takes up to its timeout per image, so
 # outcomes reach the record (and the progress line) every few images, and a kill loses little search.
 COMPLETE_BATCH = 8
+GPU_SHARE, GPU_MOST_BYTES = 4, 16 * 2**30
+
+
+def memory_budget(device: torch.device, host_bytes: int) -> int:
+    """Bytes one batch of a certification step may take on `device`: `host_bytes` on the CPU; on a GPU a
+    quarter of the memory free when it is planned, at least `host_bytes` and at most 16 GiB (so that a few
+    processes sharing a card do not take it all, and a large card plans the same batches whatever else
+    holds part of it)."""
+    if device.type != "cuda":
+        return host_bytes
+    free, _ = torch.cuda.mem_get_info(device)
+    return min(GPU_MOST_BYTES, max(host_bytes, free // GPU_SHARE))
 
 
 @dataclass

@@ -25,7 +25,7 @@ import torch
 from torch import Tensor, nn
 
 from daic.runtime.certification.alpha_crown import every_layer_bytes, optimized_every_layer, optimized_lower
-from daic.runtime.certification.certify import Batch, Step, exact_float
+from daic.runtime.certification.certify import Batch, Step, exact_float, memory_budget
 from daic.runtime.context import AbstractContext
 from daic.runtime.domains import dropping_dead_terms
 from daic.runtime.domains.coeffs import Dense
@@ -88,13 +88,9 @@ class HBoxBound(MarginBound):
 
     name = "HBox"
     budget_bytes = 2 * 2**30
-    gpu_share = 4
-    gpu_most_bytes = 16 * 2**30
-    """On a GPU the batches are planned for a quarter of the memory free when they are planned, at least
-    `budget_bytes` and at most `gpu_most_bytes` (so that a few processes sharing a card do not take it
-    all, and a large card plans the same batches whatever else holds part of it): 2 GiB planned 2
-    ResNet-Tiny images a batch on an H200, launch-bound (bench/README.md, "On an NVIDIA H200"); the
-    estimate of ConvBig's 2-image batch there, 1,537 MiB, was 5.5x its peak."""
+    """Bytes a batch may take on the CPU; on a GPU, `certify.memory_budget`'s share of the free memory: 2
+    GiB planned 2 ResNet-Tiny images a batch on an H200, launch-bound (bench/README.md, "On an NVIDIA
+    H200"); the estimate of ConvBig's 2-image batch there, 1,537 MiB, was 5.5x its peak."""
 
     def margins(self, model, lower, upper, target, relu):
         dropping = nullcontext() if slot_count_matters(model, training=False) else dropping_dead_terms()
@@ -106,15 +102,7 @@ class HBoxBound(MarginBound):
         """Images per batch so that (terms x images x widest activation) float64 values fit the budget."""
         widest = widest_activation(model, shape)
         per_image = (math.prod(shape) + 2) * widest * 8
-        return max(1, min(default, self.budget(placement(model)[0]) // per_image))
-
-    def budget(self, device: torch.device) -> int:
-        """Bytes a batch may take on `device`: `budget_bytes` on the CPU, a share of the free memory on a
-        GPU."""
-        if device.type != "cuda":
-            return self.budget_bytes
-        free, _ = torch.cuda.mem_get_info(device)
-        return min(self.gpu_most_bytes, max(self.budget_bytes, free // self.gpu_share))
+        return max(1, min(default, memory_budget(placement(model)[0], self.budget_bytes) // per_image))
 
 
 class CROWNBound(MarginBound):

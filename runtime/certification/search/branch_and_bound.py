@@ -36,7 +36,7 @@ from daic.runtime.certification.search.bounding import Bounder, Warm, Work
 from daic.runtime.certification.search.budget import Budget
 from daic.runtime.certification.search.frontier import Frontier, groups
 from daic.runtime.certification.search.images import Images
-from daic.runtime.certification.search.leaves import MAX_CHILDREN, LeafPhase, inexact_members
+from daic.runtime.certification.search.leaves import LeafPhase, inexact_members
 from daic.runtime.certification.search.policy import Search
 from daic.runtime.certification.search.root import INTERMEDIATE, RootPhase
 
@@ -46,7 +46,7 @@ class BranchAndBound(Search):
     seconds an image) is spent (see the module docstring)."""
 
     def __init__(
-        self, timeout: float = 60.0, batch: int = 32, steps: int = 20, lr_alpha: float = 0.1,
+        self, timeout: float = 60.0, batch: int = 1024, steps: int = 20, lr_alpha: float = 0.1,
         lr_beta: float = 0.05, root_steps: int = 50, candidates: int = 3, intermediate: str = "auto",
     ) -> None:  # fmt: skip
         if timeout <= 0 or batch < 1 or steps < 0 or root_steps < 0 or candidates < 1:
@@ -169,7 +169,9 @@ class _Run(RootPhase, LeafPhase):
             began = time.perf_counter()
             counts = self.frontier.counts(len(self.images))
             working = counts.nonzero().flatten().tolist()
-            quotas = branching.quotas(self.row_counts, counts > 0, self.search.batch)
+            child_seconds = None if self.row_seconds is None else self.row_seconds * self.row_counts
+            quotas = branching.quotas(self.row_counts, counts > 0, self.search.batch, child_seconds,
+                                      self.budget.left())  # fmt: skip
             picked = self.frontier.pop(quotas, len(self.images))
             leaf = picked["ranked"][:, 0] < 0
             with self.budget.phase("leaves"):
@@ -178,15 +180,15 @@ class _Run(RootPhase, LeafPhase):
                 else:
                     self._settle_leaves(picked.take(leaf))
             with self.budget.phase("rounds"):
-                self._split(picked.take(~leaf), quotas)
+                self._split(picked.take(~leaf), quotas, child_seconds)
             self._prune()
             self.budget.round_seconds = time.perf_counter() - began
             self.images.charge(working, self.budget.round_seconds)
 
-    def _split(self, splitting: Frontier, quotas: Tensor) -> None:
+    def _split(self, splitting: Frontier, quotas: Tensor, child_seconds: Tensor | None) -> None:
         """Each subdomain of `splitting` split on its best neuron (and while its image has few open, its
-        next best, several levels at once, within twice its image's `quotas`), its children bounded and the
-        open ones pushed on the frontier."""
+        next best, several levels at once, within twice its image's `quotas` and, at `child_seconds` a
+        child, its share of the time), its children bounded and the open ones pushed on the frontier."""
         if not len(splitting):
             return
         chosen, by_box = self._choose(splitting)
@@ -195,15 +197,13 @@ class _Run(RootPhase, LeafPhase):
             splitting, chosen = splitting.take(~by_box), chosen[~by_box]
             if not len(splitting):
                 return
-        child_seconds = None if self.row_seconds is None else self.row_seconds * self.row_counts
         wanted = branching.split_levels(splitting["image"], len(self.images), quotas,
                                         child_seconds, self.budget.left())  # fmt: skip
         # Children of every depth in one batch: on a GPU a batch costs little more than one of its parts.
         made = [self._children(splitting.take(part), chosen[part], levels) for levels, part in groups(wanted)]
         parents = {name: torch.cat([children[name] for children in made]) for name in made[0]}
-        bounding, children = time.perf_counter(), len(parents["signs"])
-        for start in range(0, children, MAX_CHILDREN):
-            self._bound_children({k: v[start : start + MAX_CHILDREN] for k, v in parents.items()})
+        bounding = time.perf_counter()
+        self._bound_children(parents)
         rows = int(self.row_counts[parents["image"]].sum())
         self.row_seconds = (time.perf_counter() - bounding) / rows
 
@@ -239,8 +239,16 @@ class _Run(RootPhase, LeafPhase):
         return neuron, (self._box_worth(splitting) > worth) if self.inexact else None
 
     def _bound_children(self, parents: dict[str, Tensor]) -> None:
-        """Children (their parents' columns, their own signs and depth) bounded together: their candidate
-        points tried, the closed ones counted, the open ones pushed on the frontier."""
+        """Children (their parents' columns, their own signs and depth) bounded, as many together as a pass
+        holds (`branching.children_per_pass`): their candidate points tried, the closed ones counted, the
+        open ones pushed on the frontier."""
+        rows = int(self.row_counts[parents["image"]].max()) if len(parents["image"]) else 1
+        each = branching.children_per_pass(self.bounder.layout.size, rows, self.lower.device)
+        for start in range(0, len(parents["image"]), each):
+            self._bound_pass({name: column[start : start + each] for name, column in parents.items()})
+
+    def _bound_pass(self, parents: dict[str, Tensor]) -> None:
+        """Children bounded together (see `_bound_children`)."""
         image = parents["image"]
         warm = None
         if self.search.steps:

@@ -5,15 +5,25 @@ children (filtered smart branching, De Palma et al. 2021), and the children made
 from __future__ import annotations
 
 import itertools
+import math
 
 import torch
 from torch import Tensor
 
+from daic.runtime.certification.certify import memory_budget
 from daic.runtime.certification.search.bounded import Bounded
 from daic.runtime.certification.search.bounding import Layout
 
 MAX_LEVELS = 7
 """The most neurons a subdomain is split on in one round (2 ** 7 children), as alpha-beta-CROWN's."""
+MAX_CHILDREN = 1024
+"""The most children bounded in one pass (a round with more bounds them in several)."""
+PASS_BYTES = 2**30
+"""What one bounding pass of children may hold on the CPU (a share of the free memory on a GPU)."""
+BYTES_PER_ROW_NEURON = 360
+"""What a bounding pass holds per child, margin and splittable neuron (its CROWN pass, the float32 copy
+and what 20 Adam steps' autograd keeps): 41 float64 numbers measured on an MNIST ConvSmall (1,024
+children on one margin: 1,220 MiB) and 44 on a ConvBig (64 children: 1,071 MiB), rounded up."""
 
 
 def ranked_neurons(bounded: Bounded, layout: Layout, count: int) -> Tensor:
@@ -90,16 +100,32 @@ def usable_levels(ranked: Tensor, wanted: int) -> int:
     return max(1, min(wanted, fewest))
 
 
-def quotas(rows: Tensor, working: Tensor, batch: int) -> Tensor:
+def quotas(
+    rows: Tensor, working: Tensor, batch: int, child_seconds: Tensor | None = None, left: float = math.inf
+) -> Tensor:
     """``(I,)``: how many subdomains of each image a round splits, given how many margins each image's
     subdomains bound (`rows`, ``(I,)``) and which images have subdomains open (`working`): `batch` for the
     working images with the fewest margins, and k times fewer (at least one) for an image with k times as
     many, so that each working image's children cost about the same (a search of one image splits
     `batch`). Each image's share of a round is then its share of the search's time, as if searched alone:
     six MNIST ConvSmall images searched together with 1 to 9 margins open, by equal quotas, gave the two
-    with 6 and 9 most of every round."""
+    with 6 and 9 most of every round. At `child_seconds` a child (``(I,)``; None before the first round
+    has measured it), an image's two children a subdomain also keep within a quarter of its share of the
+    time `left`: a large `batch` pays on the CPU too (a child of an MNIST ConvSmall bounded in a batch of
+    48 cost 4.8 ms, of 384 1.9 ms), and the time keeps a round on a slow network short."""
     fewest = rows.masked_fill(~working, rows.max()).amin()
-    return (batch * fewest / rows).floor().clamp(min=1).to(torch.long)
+    quota = (batch * fewest / rows).floor()
+    if child_seconds is not None:
+        share = left / working.sum().clamp(min=1).to(torch.float64)
+        quota = torch.minimum(quota, (share / 4 / 2 / child_seconds.clamp(min=1e-12)).floor())
+    return quota.clamp(min=1).to(torch.long)
+
+
+def children_per_pass(neurons: int, rows: int, device: torch.device) -> int:
+    """How many children one bounding pass takes (`MAX_CHILDREN` at most): as many as hold `rows` margins
+    each over `neurons` splittable neurons within `PASS_BYTES` (`certify.memory_budget` on a GPU)."""
+    per_child = max(1, rows * neurons * BYTES_PER_ROW_NEURON)
+    return max(1, min(MAX_CHILDREN, memory_budget(device, PASS_BYTES) // per_child))
 
 
 def split_levels(

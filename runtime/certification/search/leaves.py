@@ -22,9 +22,6 @@ from daic.runtime.domains.element import margin_others
 from daic.runtime.domains.rounding import outward_rounding
 from daic.runtime.domains.symbolic import Backward, Symbolic, backsubstitute
 
-MAX_CHILDREN = 1024
-"""The most children bounded in one batch (a round with more bounds them in several)."""
-
 
 def inexact_members(model: nn.Module) -> list[str]:
     """The activations of `model` whose leaves branch and bound cannot decide exactly (a member that it
@@ -74,8 +71,7 @@ class LeafPhase:
             self.images.undecided[j] = min(self.images.undecided[j], bound)
         parents = dict(halves.columns)
         parents["depth"] = parents["depth"] + 1
-        for start in range(0, len(halves), MAX_CHILDREN):
-            self._bound_children({k: v[start : start + MAX_CHILDREN] for k, v in parents.items()})
+        self._bound_children(parents)
 
     def _box_worth(self, subdomains: Frontier) -> Tensor:
         """``(P,)``: the worse estimated bound (`Bounder.estimate`) of the two halves of each subdomain's box

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from daic.runtime import Conv2D, Flatten, Linear, ReLU, Sequential
+from daic.runtime.certification.certify import memory_budget
 from daic.runtime.certification.verification import HBoxBound
 
 torch.set_num_threads(1)
@@ -24,7 +25,7 @@ PER_IMAGE = (3 * 16 * 16 + 2) * 2048 * 8
 
 
 def test_on_the_cpu_the_batches_fit_two_gib():
-    assert HBoxBound().budget(torch.device("cpu")) == 2 * GiB
+    assert memory_budget(torch.device("cpu"), HBoxBound.budget_bytes) == 2 * GiB
     assert HBoxBound().batch_size(conv_net(), (3, 16, 16), 10_000) == 2 * GiB // PER_IMAGE == 170
     assert HBoxBound().batch_size(conv_net(), (3, 16, 16), 50) == 50  # never more than the batch asked
 
@@ -32,11 +33,11 @@ def test_on_the_cpu_the_batches_fit_two_gib():
 def test_on_a_gpu_they_fit_a_quarter_of_its_free_memory_within_two_and_sixteen_gib(monkeypatch):
     free = {"bytes": 40 * GiB}
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device: (free["bytes"], 141 * GiB))
-    assert HBoxBound().budget(torch.device("cuda", 0)) == 10 * GiB  # 851 of the images above a batch
+    assert memory_budget(torch.device("cuda", 0), HBoxBound.budget_bytes) == 10 * GiB  # 851 images a batch
     free["bytes"] = 130 * GiB  # a large card, nearly free: at most 16 GiB
-    assert HBoxBound().budget(torch.device("cuda", 0)) == 16 * GiB
+    assert memory_budget(torch.device("cuda", 0), HBoxBound.budget_bytes) == 16 * GiB
     free["bytes"] = 4 * GiB  # a card mostly taken by others: the CPU's budget still
-    assert HBoxBound().budget(torch.device("cuda", 0)) == 2 * GiB
+    assert memory_budget(torch.device("cuda", 0), HBoxBound.budget_bytes) == 2 * GiB
 
 
 @CUDA

@@ -1,8 +1,17 @@
-"""Where branch and bound splits: how deep each subdomain is split in a round."""
+"""Where branch and bound splits: how many subdomains of each image a round splits, how deep, and how many
+children a bounding pass takes."""
 
 import torch
 
-from daic.runtime.certification.search.branching import MAX_LEVELS, quotas, split_levels
+from daic.runtime.certification.search.branching import (
+    BYTES_PER_ROW_NEURON,
+    MAX_CHILDREN,
+    MAX_LEVELS,
+    PASS_BYTES,
+    children_per_pass,
+    quotas,
+    split_levels,
+)
 
 
 def _images(*queues: int) -> torch.Tensor:
@@ -54,3 +63,26 @@ def test_an_image_with_k_times_the_margins_splits_k_times_fewer_subdomains_a_rou
     assert quotas(rows, torch.tensor([True, False, False, True, False]), 4).tolist() == [4, 2, 1, 1, 4]
     # A search of one image splits the batch.
     assert quotas(torch.tensor([6]), torch.tensor([True]), 32).tolist() == [32]
+
+
+def test_an_images_quota_keeps_its_two_children_a_subdomain_within_a_quarter_of_its_share_of_the_time():
+    rows, working = torch.tensor([1, 2]), torch.tensor([True, True])
+    # 40 s left, 20 s an image: its children may take 5 s, at 10 and 20 ms a child 250 and 125 subdomains
+    # (two children each) of the 512 and 256 its margins allow.
+    seconds = torch.tensor([0.01, 0.02], dtype=torch.float64)
+    assert quotas(rows, working, 512, seconds, 40.0).tolist() == [250, 125]
+    # An image with nothing open takes no share: the other's is the whole 40 s (500 of its 512).
+    assert quotas(rows, torch.tensor([True, False]), 512, seconds, 40.0)[0].item() == 500
+    # Where the time allows more, the batch still bounds the quota; with no time left, one subdomain.
+    assert quotas(rows, working, 32, seconds, 40.0).tolist() == [32, 16]
+    assert quotas(rows, working, 512, seconds, 0.0).tolist() == [1, 1]
+
+
+def test_a_pass_takes_as_many_children_as_fit_its_memory():
+    cpu = torch.device("cpu")
+    # A ConvBig's 48,064 neurons on one margin: 17.3 MB a child, 62 in 1 GiB; on nine, 6.
+    assert children_per_pass(48_064, 1, cpu) == PASS_BYTES // (48_064 * BYTES_PER_ROW_NEURON) == 62
+    assert children_per_pass(48_064, 9, cpu) == 6
+    # A small network takes `MAX_CHILDREN`; a network too wide for one child still takes one.
+    assert children_per_pass(100, 1, cpu) == MAX_CHILDREN
+    assert children_per_pass(10**9, 1, cpu) == 1
