@@ -23,8 +23,9 @@ class Search(Step):
     together: int | None = None
     """Images searched at once (their subdomains bounded in one batch a round). None: every image of a
     batch on a GPU, where a batch of subdomains costs little more than one; one at a time on a CPU, where
-    bounding costs in proportion to the subdomains and a joint search only lengthens its rounds (MNIST
-    ConvSmall, one thread: 53.1 subdomains a second alone, 42.3 six images together; bench/README.md)."""
+    a lone image's rounds already fill large batches and a joint round splits each image's share in
+    passes by open margins (MNIST ConvSmall, one thread: 81.8 subdomains a second alone, 37.9 six images
+    together; bench/README.md)."""
 
     def decide(self, model: nn.Module, batch: Batch, pending: Tensor) -> None:
         size = self.together or (len(pending) if batch.lower.device.type == "cuda" else 1)
