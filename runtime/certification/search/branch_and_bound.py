@@ -242,10 +242,10 @@ class _Run(RootPhase, LeafPhase):
         """Children (their parents' columns, their own signs and depth) bounded, as many together as a pass
         holds (`branching.children_per_pass`): their candidate points tried, the closed ones counted, the
         open ones pushed on the frontier."""
-        rows = int(self.row_counts[parents["image"]].max()) if len(parents["image"]) else 1
-        each = branching.children_per_pass(self.bounder.layout.size, rows, self.lower.device)
-        for start in range(0, len(parents["image"]), each):
-            self._bound_pass({name: column[start : start + each] for name, column in parents.items()})
+        image = parents["image"]
+        rows = int(self.row_counts[image].max()) if len(image) else 1
+        for part in branching.passes(len(image), self.bounder.layout.size, rows, self.lower.device):
+            self._bound_pass({name: column[part] for name, column in parents.items()})
 
     def _bound_pass(self, parents: dict[str, Tensor]) -> None:
         """Children bounded together (see `_bound_children`)."""
@@ -284,10 +284,17 @@ class _Run(RootPhase, LeafPhase):
     def _estimates(self, image: Tensor, signs: Tensor, boxes: Boxes | None = None) -> Tensor:
         """``(N,)``: estimates (`Bounder.estimate`) of the least margin of the subdomains of the images
         `image` with the split `signs` (on their `boxes`, where they have their own), infinity where the
-        splits contradict each other. One batch, each subdomain on its image's open margins padded to the
-        frontier's (a CROWN pass costs by the subdomain more than by the margin)."""
-        lower, infeasible = self.bounder.estimate(self._work(image, signs, boxes), self.budget.deadline)
-        return lower.amin(1).masked_fill(infeasible, torch.inf)
+        splits contradict each other. As many in a pass as `_bound_children`'s (`branching.passes`; a round's
+        trials are six times its subdomains), each on its image's open margins padded to the frontier's (a
+        CROWN pass costs by the subdomain more than by the margin)."""
+        found, cuts = [], branching.passes(len(image), self.bounder.layout.size, self.margins.shape[1],
+                                           image.device)  # fmt: skip
+        for part in cuts:
+            part_boxes = None if boxes is None else (boxes[0][part], boxes[1][part])
+            lower, infeasible = self.bounder.estimate(self._work(image[part], signs[part], part_boxes),
+                                                      self.budget.deadline)  # fmt: skip
+            found.append(lower.amin(1).masked_fill(infeasible, torch.inf))
+        return torch.cat(found)
 
     def _bound_subdomains(
         self, image: Tensor, signs: Tensor, warm: Warm | None = None, boxes: Boxes | None = None

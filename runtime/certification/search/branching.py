@@ -128,6 +128,12 @@ def children_per_pass(neurons: int, rows: int, device: torch.device) -> int:
     return max(1, min(MAX_CHILDREN, memory_budget(device, PASS_BYTES) // per_child))
 
 
+def passes(count: int, neurons: int, rows: int, device: torch.device) -> list[slice]:
+    """`count` subdomains cut into passes of `children_per_pass`, in order."""
+    each = children_per_pass(neurons, rows, device)
+    return [slice(start, start + each) for start in range(0, count, each)]
+
+
 def split_levels(
     image: Tensor, images: int, batch: int | Tensor, child_seconds: float | Tensor | None, left: float
 ) -> Tensor:

@@ -22,7 +22,7 @@ from daic.runtime.certification.certify import (
     falsify,
     least_margins,
 )
-from daic.runtime.certification.search import ATTACK_SHARE, BranchAndBound, refined_intermediates
+from daic.runtime.certification.search import ATTACK_SHARE, BranchAndBound, branching, refined_intermediates
 from daic.runtime.certification.search.bounding import Bounder
 from daic.runtime.certification.search.branch_and_bound import _Run
 from daic.runtime.certification.verification import BoxBound, CROWNBound
@@ -298,6 +298,34 @@ def test_a_short_queue_is_split_on_several_neurons_a_round(monkeypatch):
     assert all(effort["depth"] >= 2 for effort in efforts[4])
     # Several levels a round: the searches with batch 4 take fewer rounds in all than with batch 1.
     assert sum(map(len, rounds[4])) < sum(map(len, rounds[1]))
+
+
+def test_passes_of_one_subdomain_decide_as_whole_rounds(monkeypatch):
+    """With room for one subdomain a pass, every bounding pass and every trial estimate of a round takes
+    one, and the searches reach the verdicts of whole rounds."""
+    net, x, y = _blob_batch()
+    open_images = _left_open_by_crown(net, x, y)
+    sizes: list[int] = []
+    estimate, bound_pass = Bounder.estimate, _Run._bound_pass
+
+    def recorded(method):
+        def run(self, work_or_parents, *args, **kwargs):
+            image = work_or_parents.y if hasattr(work_or_parents, "y") else work_or_parents["image"]
+            sizes.append(len(image))
+            return method(self, work_or_parents, *args, **kwargs)
+
+        return run
+
+    def verdicts() -> list[str]:
+        search = BranchAndBound(timeout=30, batch=4, steps=0, root_steps=0)
+        return [o.status for o in certify(net, [search], x[open_images], y[open_images], EPS, (0.0, 1.0))]
+
+    whole = verdicts()
+    monkeypatch.setattr(branching, "PASS_BYTES", 1)
+    monkeypatch.setattr(Bounder, "estimate", recorded(estimate))
+    monkeypatch.setattr(_Run, "_bound_pass", recorded(bound_pass))
+    assert verdicts() == whole
+    assert len(sizes) > 2 and set(sizes) == {1}
 
 
 def test_the_images_of_a_batch_are_split_in_the_same_rounds_and_decided_as_alone(monkeypatch):

@@ -9,6 +9,7 @@ from daic.runtime.certification.search.branching import (
     MAX_LEVELS,
     PASS_BYTES,
     children_per_pass,
+    passes,
     quotas,
     split_levels,
 )
@@ -86,3 +87,11 @@ def test_a_pass_takes_as_many_children_as_fit_its_memory():
     # A small network takes `MAX_CHILDREN`; a network too wide for one child still takes one.
     assert children_per_pass(100, 1, cpu) == MAX_CHILDREN
     assert children_per_pass(10**9, 1, cpu) == 1
+
+
+def test_passes_cut_a_round_in_order_within_the_memory():
+    cpu = torch.device("cpu")
+    # ConvBig on nine margins: 6 children a pass, so 20 in four passes, the last of two.
+    assert passes(20, 48_064, 9, cpu) == [slice(0, 6), slice(6, 12), slice(12, 18), slice(18, 24)]
+    assert passes(20, 100, 1, cpu) == [slice(0, MAX_CHILDREN)]
+    assert passes(0, 100, 1, cpu) == []
