@@ -1,5 +1,5 @@
 """What bounding a batch of subdomains found (`Bounded`), and the batch operations the search applies to it:
-keeping some subdomains, padding their rows, joining parts bounded apart, keeping some rows."""
+keeping some subdomains, padding their rows, keeping some rows."""
 
 from __future__ import annotations
 
@@ -49,28 +49,6 @@ def padded(bounded: Bounded, most: int) -> Bounded:
         pad(bounded.lower), bounded.infeasible, bounded.corners, bounded.split_inputs,
         {k: pad(v) for k, v in bounded.coefficients.items()}, {k: pad(v) for k, v in bounded.alphas.items()},
         {k: pad(v) for k, v in bounded.betas.items()},
-    )  # fmt: skip
-
-
-def joined(parts: list[Bounded], order: Tensor) -> Bounded:
-    """The parts' subdomains one after another, taken in `order`; a multiplier one part lacks (it split no
-    neuron of that layer) is zero there."""
-    keys = {key for part in parts for key in part.betas}
-    for part in parts:
-        for key in keys - set(part.betas):
-            part.betas[key] = torch.zeros_like(part.alphas[key])
-
-    def cat(values: list[Tensor]) -> Tensor:
-        return torch.cat(values)[order]
-
-    first = parts[0]
-    return Bounded(
-        cat([p.lower for p in parts]), cat([p.infeasible for p in parts]), cat([p.corners for p in parts]),
-        {k: (cat([p.split_inputs[k][0] for p in parts]), cat([p.split_inputs[k][1] for p in parts]))
-         for k in first.split_inputs},
-        {k: cat([p.coefficients[k] for p in parts]) for k in first.coefficients},
-        {k: cat([p.alphas[k] for p in parts]) for k in first.alphas},
-        {k: cat([p.betas[k] for p in parts]) for k in keys},
     )  # fmt: skip
 
 

@@ -25,14 +25,15 @@ from __future__ import annotations
 import inspect
 import math
 import time
+from collections.abc import Iterator
 
 import torch
 from torch import Tensor, nn
 
 from daic.runtime.certification.certify import Batch
-from daic.runtime.certification.search import branching
-from daic.runtime.certification.search.bounded import Bounded, joined, padded, restricted
-from daic.runtime.certification.search.bounding import Bounder, Warm, Work
+from daic.runtime.certification.search import branching, passes
+from daic.runtime.certification.search.bounded import Bounded, padded, restricted
+from daic.runtime.certification.search.bounding import Bounder, Work
 from daic.runtime.certification.search.budget import Budget
 from daic.runtime.certification.search.frontier import Frontier, groups
 from daic.runtime.certification.search.images import Images
@@ -96,7 +97,9 @@ class _Run(RootPhase, LeafPhase):
         self.frontier: Frontier | None = None
         self.margins = torch.arange(self.classes - 1, device=self.lower.device).expand(len(images), -1)
         self.prior: dict[int, tuple[Tensor, Tensor]] = {}  # the roots' split-node bounds, (I, *F)
-        self.row_seconds: float | None = None  # what bounding one margin of a child took in the last round
+        # (I,): what bounding a child of each image took in its group's last passes (None: not yet measured)
+        self.child_seconds: Tensor | None = None
+        self.pass_cost = passes.PassCost()
         # The activations whose leaves are not decided exactly: with any, each subdomain keeps its own box.
         self.inexact = inexact_members(model)
         self.searched: list[int] = []  # the images whose subdomains were split
@@ -116,12 +119,33 @@ class _Run(RootPhase, LeafPhase):
             self.searched = root[0].tolist()
             self._rounds()
 
-    def _work(self, image: Tensor, signs: Tensor | None = None, boxes: Boxes | None = None) -> Work:
+    def _work(
+        self, image: Tensor, signs: Tensor | None = None, boxes: Boxes | None = None, rows: int | None = None
+    ) -> Work:
         """The subdomains of the images `image` (``(N,)``) with the split `signs`, on their own `boxes`
-        where given (else their images'), as a batch to bound."""
+        where given (else their images'), as a batch to bound on their first `rows` margins (default: all
+        the frontier's)."""
         prior = {k: (low[image], up[image]) for k, (low, up) in self.prior.items()} or None
         lower, upper = boxes if boxes is not None else (self.lower[image], self.upper[image])
-        return Work(lower, upper, self.y[image], self.margins[image], signs, prior)
+        return Work(lower, upper, self.y[image], self.margins[image, :rows], signs, prior)
+
+    def _passes(self, image: Tensor, merge: bool = False) -> Iterator[tuple[int, Tensor]]:
+        """Subdomains of the images `image` cut into bounding passes: grouped by how many margins their
+        images have open (one read of the host), groups bounded as one where `merge` and the passes saved
+        cost more than the margins padded (`passes.merged`, at the search's `PassCost`), each group cut
+        into as many passes as its margins need (`passes.passes`); each pass as its margins and its
+        subdomains' indices. Grouped before they are cut, a pass holds as many as its own margins allow:
+        cut first by the most margins of any image, six MNIST ConvSmall images with 1 to 9 open bounded
+        passes of 91 children, each then split again by margins, mostly of one."""
+        found, neurons, device = groups(self.row_counts[image]), self.bounder.layout.size, self.lower.device
+        if merge and len(found) > 1:
+            per_pass = {k: passes.children_per_pass(neurons, k, device) for k, _ in found}
+            on = passes.merged([(k, len(rows)) for k, rows in found], self.pass_cost.fixed_rows(), per_pass)
+            found = [(k, torch.cat([rows for (_, rows), m in zip(found, on, strict=True) if m == k]))
+                     for k in sorted(set(on))]  # fmt: skip
+        for k, rows in found:
+            for part in passes.passes(len(rows), neurons, k, device):
+                yield k, rows[part]
 
     def _first_frontier(self, left: Tensor, root: Bounded) -> Frontier:
         """The open images' roots as the first subdomains."""
@@ -169,7 +193,7 @@ class _Run(RootPhase, LeafPhase):
             began = time.perf_counter()
             counts = self.frontier.counts(len(self.images))
             working = counts.nonzero().flatten().tolist()
-            child_seconds = None if self.row_seconds is None else self.row_seconds * self.row_counts
+            child_seconds = self.child_seconds
             quotas = branching.quotas(self.row_counts, counts > 0, self.search.batch, child_seconds,
                                       self.budget.left())  # fmt: skip
             picked = self.frontier.pop(quotas, len(self.images))
@@ -202,10 +226,7 @@ class _Run(RootPhase, LeafPhase):
         # Children of every depth in one batch: on a GPU a batch costs little more than one of its parts.
         made = [self._children(splitting.take(part), chosen[part], levels) for levels, part in groups(wanted)]
         parents = {name: torch.cat([children[name] for children in made]) for name in made[0]}
-        bounding = time.perf_counter()
         self._bound_children(parents)
-        rows = int(self.row_counts[parents["image"]].sum())
-        self.row_seconds = (time.perf_counter() - bounding) / rows
 
     def _children(self, splitting: Frontier, chosen: Tensor, wanted: int) -> dict[str, Tensor]:
         """The children of `splitting` split on its `chosen` neurons and its next best, `wanted` levels
@@ -239,23 +260,33 @@ class _Run(RootPhase, LeafPhase):
         return neuron, (self._box_worth(splitting) > worth) if self.inexact else None
 
     def _bound_children(self, parents: dict[str, Tensor]) -> None:
-        """Children (their parents' columns, their own signs and depth) bounded, as many together as a pass
-        holds (`branching.children_per_pass`): their candidate points tried, the closed ones counted, the
-        open ones pushed on the frontier."""
-        image = parents["image"]
-        rows = int(self.row_counts[image].max()) if len(image) else 1
-        for part in branching.passes(len(image), self.bounder.layout.size, rows, self.lower.device):
-            self._bound_pass({name: column[part] for name, column in parents.items()})
+        """Children (their parents' columns, their own signs and depth) bounded in `_passes`, merged:
+        their candidate points tried, the closed ones counted, the open ones pushed on the frontier. Each
+        pass's seconds a child are its images' own (`child_seconds`, which sizes their next rounds): one
+        figure for all the search's children made the small, slow passes of images with many margins
+        shrink the rounds of those with one."""
+        for k, rows in self._passes(parents["image"], merge=True):
+            began = time.perf_counter()
+            self._bound_pass({name: column[rows] for name, column in parents.items()}, k)
+            took = time.perf_counter() - began
+            self.pass_cost.add(len(rows) * k, took)
+            seconds = took / len(rows)
+            if self.child_seconds is None:  # the first measured: every image's until it has its own
+                self.child_seconds = torch.full((len(self.images),), seconds, dtype=torch.float64,
+                                                device=self.lower.device)  # fmt: skip
+            self.child_seconds[parents["image"][rows]] = seconds
 
-    def _bound_pass(self, parents: dict[str, Tensor]) -> None:
-        """Children bounded together (see `_bound_children`)."""
+    def _bound_pass(self, parents: dict[str, Tensor], k: int) -> None:
+        """Children of images with `k` open margins each, bounded together (see `_bound_children`)."""
         image = parents["image"]
         warm = None
         if self.search.steps:
             layout = self.bounder.layout
-            warm = ({node: parents[f"alpha{node}"] for node in layout.sloped},
-                    {node: parents[f"beta{node}"] for node in layout.outputs})  # fmt: skip
-        bounded = self._bound_subdomains(image, parents["signs"], warm=warm, boxes=_boxes(parents))
+            warm = ({node: parents[f"alpha{node}"][:, :k] for node in layout.sloped},
+                    {node: parents[f"beta{node}"][:, :k] for node in layout.outputs})  # fmt: skip
+        work = self._work(image, parents["signs"], _boxes(parents), k)
+        # Padded back to the frontier's margins by repeating the first: a least bound is unchanged.
+        bounded = padded(self.bounder.bound(work, self.budget.deadline, warm=warm), self.margins.shape[1])
         self._try_corners(bounded.corners, image)
         self.images.not_a_number(bounded.lower, image)
         # A child's box lies in its parent's: the parent's bound holds on it too.
@@ -284,39 +315,15 @@ class _Run(RootPhase, LeafPhase):
     def _estimates(self, image: Tensor, signs: Tensor, boxes: Boxes | None = None) -> Tensor:
         """``(N,)``: estimates (`Bounder.estimate`) of the least margin of the subdomains of the images
         `image` with the split `signs` (on their `boxes`, where they have their own), infinity where the
-        splits contradict each other. As many in a pass as `_bound_children`'s (`branching.passes`; a round's
-        trials are six times its subdomains), each on its image's open margins padded to the frontier's (a
-        CROWN pass costs by the subdomain more than by the margin)."""
-        found, cuts = [], branching.passes(len(image), self.bounder.layout.size, self.margins.shape[1],
-                                           image.device)  # fmt: skip
-        for part in cuts:
-            part_boxes = None if boxes is None else (boxes[0][part], boxes[1][part])
-            lower, infeasible = self.bounder.estimate(self._work(image[part], signs[part], part_boxes),
-                                                      self.budget.deadline)  # fmt: skip
-            found.append(lower.amin(1).masked_fill(infeasible, torch.inf))
-        return torch.cat(found)
-
-    def _bound_subdomains(
-        self, image: Tensor, signs: Tensor, warm: Warm | None = None, boxes: Boxes | None = None
-    ) -> Bounded:
-        """Subdomains of the images `image` with the split `signs` (on their `boxes`, where they have their
-        own) bounded, in groups of images with as many open margins (one read of the host), each on its
-        own margins only: an image whose root left one margin open does not pay for another's five. The
-        rows are padded back to the frontier's."""
-        by_count = groups(self.row_counts[image])
-        most = self.margins.shape[1]
-        if [k for k, _ in by_count] == [most]:
-            return self.bounder.bound(self._work(image, signs, boxes), self.budget.deadline, warm=warm)
-        parts, places = [], []
-        for k, rows in by_count:
-            work = self._work(
-                image[rows], signs[rows], None if boxes is None else (boxes[0][rows], boxes[1][rows])
-            )
-            work.margins = work.margins[:, :k]
-            part_warm = None if warm is None else tuple({n: v[rows, :k] for n, v in w.items()} for w in warm)
-            parts.append(padded(self.bounder.bound(work, self.budget.deadline, warm=part_warm), most))
-            places.append(rows)
-        return joined(parts, torch.argsort(torch.cat(places)))
+        splits contradict each other, each on its image's open margins, in `_passes` (a round's trials are
+        six times its subdomains)."""
+        found = torch.empty(len(image), dtype=self.lower.dtype, device=image.device)
+        for k, rows in self._passes(image):
+            part_boxes = None if boxes is None else (boxes[0][rows], boxes[1][rows])
+            work = self._work(image[rows], signs[rows], part_boxes, k)
+            lower, infeasible = self.bounder.estimate(work, self.budget.deadline)
+            found[rows] = lower.amin(1).masked_fill(infeasible, torch.inf)
+        return found
 
     def _prune(self) -> None:
         """Drops the subdomains of images a point or an error decided."""

@@ -10,20 +10,11 @@ import math
 import torch
 from torch import Tensor
 
-from daic.runtime.certification.certify import memory_budget
 from daic.runtime.certification.search.bounded import Bounded
 from daic.runtime.certification.search.bounding import Layout
 
 MAX_LEVELS = 7
 """The most neurons a subdomain is split on in one round (2 ** 7 children), as alpha-beta-CROWN's."""
-MAX_CHILDREN = 1024
-"""The most children bounded in one pass (a round with more bounds them in several)."""
-PASS_BYTES = 2**30
-"""What one bounding pass of children may hold on the CPU (a share of the free memory on a GPU)."""
-BYTES_PER_ROW_NEURON = 360
-"""What a bounding pass holds per child, margin and splittable neuron (its CROWN pass, the float32 copy
-and what 20 Adam steps' autograd keeps): 41 float64 numbers measured on an MNIST ConvSmall (1,024
-children on one margin: 1,220 MiB) and 44 on a ConvBig (64 children: 1,071 MiB), rounded up."""
 
 
 def ranked_neurons(bounded: Bounded, layout: Layout, count: int) -> Tensor:
@@ -119,19 +110,6 @@ def quotas(
         share = left / working.sum().clamp(min=1).to(torch.float64)
         quota = torch.minimum(quota, (share / 4 / 2 / child_seconds.clamp(min=1e-12)).floor())
     return quota.clamp(min=1).to(torch.long)
-
-
-def children_per_pass(neurons: int, rows: int, device: torch.device) -> int:
-    """How many children one bounding pass takes (`MAX_CHILDREN` at most): as many as hold `rows` margins
-    each over `neurons` splittable neurons within `PASS_BYTES` (`certify.memory_budget` on a GPU)."""
-    per_child = max(1, rows * neurons * BYTES_PER_ROW_NEURON)
-    return max(1, min(MAX_CHILDREN, memory_budget(device, PASS_BYTES) // per_child))
-
-
-def passes(count: int, neurons: int, rows: int, device: torch.device) -> list[slice]:
-    """`count` subdomains cut into passes of `children_per_pass`, in order."""
-    each = children_per_pass(neurons, rows, device)
-    return [slice(start, start + each) for start in range(0, count, each)]
 
 
 def split_levels(

@@ -22,7 +22,7 @@ from daic.runtime.certification.certify import (
     falsify,
     least_margins,
 )
-from daic.runtime.certification.search import ATTACK_SHARE, BranchAndBound, branching, refined_intermediates
+from daic.runtime.certification.search import ATTACK_SHARE, BranchAndBound, passes, refined_intermediates
 from daic.runtime.certification.search.bounding import Bounder
 from daic.runtime.certification.search.branch_and_bound import _Run
 from daic.runtime.certification.verification import BoxBound, CROWNBound
@@ -321,7 +321,7 @@ def test_passes_of_one_subdomain_decide_as_whole_rounds(monkeypatch):
         return [o.status for o in certify(net, [search], x[open_images], y[open_images], EPS, (0.0, 1.0))]
 
     whole = verdicts()
-    monkeypatch.setattr(branching, "PASS_BYTES", 1)
+    monkeypatch.setattr(passes, "PASS_BYTES", 1)
     monkeypatch.setattr(Bounder, "estimate", recorded(estimate))
     monkeypatch.setattr(_Run, "_bound_pass", recorded(bound_pass))
     assert verdicts() == whole
@@ -330,9 +330,12 @@ def test_passes_of_one_subdomain_decide_as_whole_rounds(monkeypatch):
 
 def test_the_images_of_a_batch_are_split_in_the_same_rounds_and_decided_as_alone(monkeypatch):
     """Images searched together share their rounds: one bounding batch holds subdomains of several images,
-    each on its own open margins, and every verdict is the one the image gets searched alone."""
+    each on its own open margins, and every verdict is the one the image gets searched alone, whether
+    images with different margins open are bounded in passes of their own (a pass's fixed cost nothing)
+    or all in one pass on the most margins (a pass's fixed cost worth any number of rows)."""
     net = blob_network(5, width=10)
-    x = torch.rand(60, 2, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    # Points whose split images leave one or two margins open at their roots.
+    x = torch.rand(60, 2, generator=torch.Generator().manual_seed(7), dtype=torch.float64)
     with torch.no_grad():
         y = net(x).argmax(1)
     search = [BranchAndBound(timeout=30, batch=4, steps=0, root_steps=0)]
@@ -340,19 +343,35 @@ def test_the_images_of_a_batch_are_split_in_the_same_rounds_and_decided_as_alone
              for i in _left_open_by_crown(net, x, y)}  # fmt: skip
     split = [i for i, o in alone.items() if o.search is not None and o.search["subdomains"]]
     assert len(split) >= 3, "the test needs images that branch and bound splits"
-    together_images: list[int] = []
-    bound_children = _Run._bound_children
+    calls: list[list[tuple[int, int, set[int]]]] = []  # each call's passes: images, margins, margins open
+    bound_children, bound_pass = _Run._bound_children, _Run._bound_pass
 
-    def seen(self, parents):
-        together_images.append(len(set(parents["image"].tolist())))
+    def children(self, parents):
+        calls.append([])
         return bound_children(self, parents)
 
-    monkeypatch.setattr(_Run, "_bound_children", seen)
+    def one_pass(self, parents, k):
+        image = parents["image"]
+        calls[-1].append((len(set(image.tolist())), k, set(self.row_counts[image].tolist())))
+        return bound_pass(self, parents, k)
+
+    monkeypatch.setattr(_Run, "_bound_children", children)
+    monkeypatch.setattr(_Run, "_bound_pass", one_pass)
     search[0].together = len(split)  # on a CPU a search takes one image at a time unless told
-    together = certify(net, search, x[split], y[split], EPS, (0.0, 1.0))
-    assert max(together_images) >= 2
-    assert [o.status for o in together] == [alone[i].status for i in split]
-    assert all(o.search["images"] == len(split) for o in together if o.search is not None)
+    for fixed_rows in (0.0, math.inf):
+        calls.clear()
+        monkeypatch.setattr(passes.PassCost, "fixed_rows", lambda self, rows=fixed_rows: rows)
+        together = certify(net, search, x[split], y[split], EPS, (0.0, 1.0))
+        assert [o.status for o in together] == [alone[i].status for i in split]
+        assert all(o.search["images"] == len(split) for o in together if o.search is not None)
+        made = [one for call in calls for one in call]
+        assert max(images for images, _, _ in made) >= 2
+        if fixed_rows == 0.0:  # each pass on its images' own margins
+            assert all(opened == {k} for _, k, opened in made)
+        else:  # one pass a round, on the most margins any of its images has open
+            assert all(len(call) == 1 for call in calls)
+            assert all(k == max(opened) for _, k, opened in made)
+            assert any(len(opened) >= 2 for _, _, opened in made)
 
 
 def test_the_cascade_attacks_only_what_its_cheap_steps_leave():

@@ -1,18 +1,8 @@
-"""Where branch and bound splits: how many subdomains of each image a round splits, how deep, and how many
-children a bounding pass takes."""
+"""Where branch and bound splits: how many subdomains of each image a round splits, and how deep."""
 
 import torch
 
-from daic.runtime.certification.search.branching import (
-    BYTES_PER_ROW_NEURON,
-    MAX_CHILDREN,
-    MAX_LEVELS,
-    PASS_BYTES,
-    children_per_pass,
-    passes,
-    quotas,
-    split_levels,
-)
+from daic.runtime.certification.search.branching import MAX_LEVELS, quotas, split_levels
 
 
 def _images(*queues: int) -> torch.Tensor:
@@ -77,21 +67,3 @@ def test_an_images_quota_keeps_its_two_children_a_subdomain_within_a_quarter_of_
     # Where the time allows more, the batch still bounds the quota; with no time left, one subdomain.
     assert quotas(rows, working, 32, seconds, 40.0).tolist() == [32, 16]
     assert quotas(rows, working, 512, seconds, 0.0).tolist() == [1, 1]
-
-
-def test_a_pass_takes_as_many_children_as_fit_its_memory():
-    cpu = torch.device("cpu")
-    # A ConvBig's 48,064 neurons on one margin: 17.3 MB a child, 62 in 1 GiB; on nine, 6.
-    assert children_per_pass(48_064, 1, cpu) == PASS_BYTES // (48_064 * BYTES_PER_ROW_NEURON) == 62
-    assert children_per_pass(48_064, 9, cpu) == 6
-    # A small network takes `MAX_CHILDREN`; a network too wide for one child still takes one.
-    assert children_per_pass(100, 1, cpu) == MAX_CHILDREN
-    assert children_per_pass(10**9, 1, cpu) == 1
-
-
-def test_passes_cut_a_round_in_order_within_the_memory():
-    cpu = torch.device("cpu")
-    # ConvBig on nine margins: 6 children a pass, so 20 in four passes, the last of two.
-    assert passes(20, 48_064, 9, cpu) == [slice(0, 6), slice(6, 12), slice(12, 18), slice(18, 24)]
-    assert passes(20, 100, 1, cpu) == [slice(0, MAX_CHILDREN)]
-    assert passes(0, 100, 1, cpu) == []
