@@ -193,8 +193,7 @@ class _Run(RootPhase, LeafPhase):
             began = time.perf_counter()
             counts = self.frontier.counts(len(self.images))
             working = counts.nonzero().flatten().tolist()
-            child_seconds = self.child_seconds
-            quotas = branching.quotas(self.row_counts, counts > 0, self.search.batch, child_seconds,
+            quotas = branching.quotas(self.row_counts, counts > 0, self.search.batch, self.child_seconds,
                                       self.budget.left())  # fmt: skip
             picked = self.frontier.pop(quotas, len(self.images))
             leaf = picked["ranked"][:, 0] < 0
@@ -204,7 +203,7 @@ class _Run(RootPhase, LeafPhase):
                 else:
                     self._settle_leaves(picked.take(leaf))
             with self.budget.phase("rounds"):
-                self._split(picked.take(~leaf), quotas, child_seconds)
+                self._split(picked.take(~leaf), quotas, self.child_seconds)
             self._prune()
             self.budget.round_seconds = time.perf_counter() - began
             self.images.charge(working, self.budget.round_seconds)
