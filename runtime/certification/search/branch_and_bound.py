@@ -97,7 +97,7 @@ class _Run(RootPhase, LeafPhase):
         self.frontier: Frontier | None = None
         self.margins = torch.arange(self.classes - 1, device=self.lower.device).expand(len(images), -1)
         self.prior: dict[int, tuple[Tensor, Tensor]] = {}  # the roots' split-node bounds, (I, *F)
-        # (I,): what bounding a child of each image took in its group's last passes (None: not yet measured)
+        # (I,): what bounding a child of each image took in its last round's passes (None: not yet measured)
         self.child_seconds: Tensor | None = None
         self.pass_cost = passes.PassCost()
         # The activations whose leaves are not decided exactly: with any, each subdomain keeps its own box.
@@ -129,22 +129,22 @@ class _Run(RootPhase, LeafPhase):
         lower, upper = boxes if boxes is not None else (self.lower[image], self.upper[image])
         return Work(lower, upper, self.y[image], self.margins[image, :rows], signs, prior)
 
-    def _passes(self, image: Tensor, merge: bool = False) -> Iterator[tuple[int, Tensor]]:
+    def _passes(self, image: Tensor) -> Iterator[tuple[int, Tensor]]:
         """Subdomains of the images `image` cut into bounding passes: grouped by how many margins their
-        images have open (one read of the host), groups bounded as one where `merge` and the passes saved
-        cost more than the margins padded (`passes.merged`, at the search's `PassCost`), each group cut
+        images have open (one read of the host), groups bounded as one where the passes saved cost more
+        than the margins padded (`passes.merged`, at the search's `PassCost`), each group cut
         into as many passes as its margins need (`passes.passes`); each pass as its margins and its
         subdomains' indices. Grouped before they are cut, a pass holds as many as its own margins allow:
         cut first by the most margins of any image, six MNIST ConvSmall images with 1 to 9 open bounded
         passes of 91 children, each then split again by margins, mostly of one."""
         found, neurons, device = groups(self.row_counts[image]), self.bounder.layout.size, self.lower.device
-        if merge and len(found) > 1:
-            per_pass = {k: passes.children_per_pass(neurons, k, device) for k, _ in found}
+        per_pass = {k: passes.children_per_pass(neurons, k, device) for k, _ in found}  # one plan, one cut
+        if len(found) > 1:
             on = passes.merged([(k, len(rows)) for k, rows in found], self.pass_cost.fixed_rows(), per_pass)
             found = [(k, torch.cat([rows for (_, rows), m in zip(found, on, strict=True) if m == k]))
                      for k in sorted(set(on))]  # fmt: skip
         for k, rows in found:
-            for part in passes.passes(len(rows), neurons, k, device):
+            for part in passes.passes(len(rows), per_pass[k]):
                 yield k, rows[part]
 
     def _first_frontier(self, left: Tensor, root: Bounded) -> Frontier:
@@ -259,21 +259,23 @@ class _Run(RootPhase, LeafPhase):
         return neuron, (self._box_worth(splitting) > worth) if self.inexact else None
 
     def _bound_children(self, parents: dict[str, Tensor]) -> None:
-        """Children (their parents' columns, their own signs and depth) bounded in `_passes`, merged:
-        their candidate points tried, the closed ones counted, the open ones pushed on the frontier. Each
-        pass's seconds a child are its images' own (`child_seconds`, which sizes their next rounds): one
+        """Children (their parents' columns, their own signs and depth) bounded in `_passes`: their
+        candidate points tried, the closed ones counted, the open ones pushed on the frontier. An image's
+        seconds a child over its passes are its own (`child_seconds`, which sizes its next rounds): one
         figure for all the search's children made the small, slow passes of images with many margins
         shrink the rounds of those with one."""
-        for k, rows in self._passes(parents["image"], merge=True):
+        image = parents["image"]
+        spent = torch.zeros(len(self.images), dtype=torch.float64, device=image.device)
+        for k, rows in self._passes(image):
             began = time.perf_counter()
             self._bound_pass({name: column[rows] for name, column in parents.items()}, k)
             took = time.perf_counter() - began
             self.pass_cost.add(len(rows) * k, took)
-            seconds = took / len(rows)
-            if self.child_seconds is None:  # the first measured: every image's until it has its own
-                self.child_seconds = torch.full((len(self.images),), seconds, dtype=torch.float64,
-                                                device=self.lower.device)  # fmt: skip
-            self.child_seconds[parents["image"][rows]] = seconds
+            spent.index_add_(0, image[rows], spent.new_full((len(rows),), took / len(rows)))
+        made = torch.bincount(image, minlength=len(self.images))
+        if self.child_seconds is None:  # the first measured: every image's until it has its own
+            self.child_seconds = (spent.sum() / made.sum().clamp(min=1)).expand(len(self.images)).clone()
+        self.child_seconds = torch.where(made > 0, spent / made.clamp(min=1), self.child_seconds)
 
     def _bound_pass(self, parents: dict[str, Tensor], k: int) -> None:
         """Children of images with `k` open margins each, bounded together (see `_bound_children`)."""
@@ -314,8 +316,8 @@ class _Run(RootPhase, LeafPhase):
     def _estimates(self, image: Tensor, signs: Tensor, boxes: Boxes | None = None) -> Tensor:
         """``(N,)``: estimates (`Bounder.estimate`) of the least margin of the subdomains of the images
         `image` with the split `signs` (on their `boxes`, where they have their own), infinity where the
-        splits contradict each other, each on its image's open margins, in `_passes` (a round's trials are
-        six times its subdomains)."""
+        splits contradict each other, each on its image's open margins (padded where `_passes` merges its
+        group), in `_passes` (a round's trials are six times its subdomains)."""
         found = torch.empty(len(image), dtype=self.lower.dtype, device=image.device)
         for k, rows in self._passes(image):
             part_boxes = None if boxes is None else (boxes[0][rows], boxes[1][rows])

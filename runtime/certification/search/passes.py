@@ -38,10 +38,10 @@ def children_per_pass(neurons: int, rows: int, device: torch.device) -> int:
     return max(1, min(MAX_CHILDREN, memory_budget(device, PASS_BYTES) // per_child))
 
 
-def passes(count: int, neurons: int, rows: int, device: torch.device) -> list[slice]:
-    """`count` subdomains cut, in order, into as few passes of at most `children_per_pass` as hold them,
-    of equal sizes (within one): a remainder bounded alone would cost a pass for a few children."""
-    many = -(-count // children_per_pass(neurons, rows, device))  # none for no subdomain
+def passes(count: int, each: int) -> list[slice]:
+    """`count` subdomains cut, in order, into as few passes of at most `each` (`children_per_pass`) as hold
+    them, of equal sizes (within one): a remainder bounded alone would cost a pass for a few children."""
+    many = -(-count // each)  # none for no subdomain
     ends = [count * k // many for k in range(many + 1)] if many else []
     return [slice(start, end) for start, end in itertools.pairwise(ends)]
 
@@ -58,8 +58,9 @@ class PassCost:
         self._seen.append((rows, seconds))
 
     def fixed_rows(self) -> float:
-        """A pass's fixed cost in rows' worth (0 until passes of different sizes have been seen; infinite
-        where the rows cost nothing measurable). Host numbers: the fit runs on the CPU whatever the device."""
+        """A pass's fixed cost in rows' worth: 0 (nothing merged) until three passes with sizes at least
+        2x apart have been seen; infinite where more rows cost no more (a GPU's launches dominate). Host
+        numbers: the fit runs on the CPU whatever the device."""
         rows = [float(r) for r, _ in self._seen]
         if len(rows) < 3 or max(rows) < 2 * min(rows):
             return 0.0
@@ -73,21 +74,32 @@ def merged(groups: list[tuple[int, int]], fixed_rows: float, per_pass: dict[int,
     """The margins each group is bounded on, given the groups as (margins, children) in increasing margins:
     consecutive groups bounded as one on the most margins among them where the passes that saves (at
     `fixed_rows` rows' worth each) cost more than the rows padded; `per_pass[k]`: the children a pass on
-    k margins holds. The least cost over every way of cutting the groups into runs (there are few)."""
-    if fixed_rows == math.inf:  # rows cost nothing: every group in one
-        return [groups[-1][0]] * len(groups)
-    best = [0.0] + [math.inf] * len(groups)  # best[j]: the least cost of the first j groups
-    cut = [0] * (len(groups) + 1)
+    k margins holds. The least cost over every way of cutting the groups into runs (there are few); at an
+    infinite `fixed_rows` (rows cost nothing), the fewest passes, then the fewest rows: merging groups
+    whose padded children no longer fit one pass's memory can take more passes, not fewer."""
+    ends = list(itertools.accumulate((n for _, n in groups), initial=0))  # children before each group
+
+    def cost(start: int, end: int) -> tuple[float, float]:
+        margins, children = groups[end - 1][0], ends[end] - ends[start]
+        many = -(-children // per_pass[margins])
+        if math.isinf(fixed_rows):
+            return float(many), float(children * margins)
+        return 0.0, fixed_rows * many + children * margins
+
+    best: list[tuple[float, float]] = [(0.0, 0.0)]  # best[j]: the least cost of the first j groups
+    cut = [0]
     for end in range(1, len(groups) + 1):
-        margins = groups[end - 1][0]
-        for start in range(end):
-            children = sum(n for _, n in groups[start:end])
-            cost = best[start] + fixed_rows * -(-children // per_pass[margins]) + children * margins
-            if cost < best[end]:
-                best[end], cut[end] = cost, start
+        options = [(_plus(best[start], cost(start, end)), start) for start in range(end)]
+        least, start = min(options, key=lambda option: option[0])  # ties: the first, the longest run
+        best.append(least)
+        cut.append(start)
     bounded_on, end = [0] * len(groups), len(groups)
     while end:
         start = cut[end]
         bounded_on[start:end] = [groups[end - 1][0]] * (end - start)
         end = start
     return bounded_on
+
+
+def _plus(a: tuple[float, float], b: tuple[float, float]) -> tuple[float, float]:
+    return a[0] + b[0], a[1] + b[1]

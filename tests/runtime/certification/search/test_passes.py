@@ -28,12 +28,11 @@ def test_a_pass_takes_as_many_children_as_fit_its_memory():
 
 
 def test_passes_cut_a_round_in_order_into_equal_parts_within_the_memory():
-    cpu = torch.device("cpu")
     # ConvBig on nine margins: 6 children a pass at most, so 20 in four passes of five.
-    assert passes(20, 48_064, 9, cpu) == [slice(0, 5), slice(5, 10), slice(10, 15), slice(15, 20)]
-    assert passes(13, 48_064, 9, cpu) == [slice(0, 4), slice(4, 8), slice(8, 13)]
-    assert passes(20, 100, 1, cpu) == [slice(0, 20)]
-    assert passes(0, 100, 1, cpu) == []
+    assert passes(20, 6) == [slice(0, 5), slice(5, 10), slice(10, 15), slice(15, 20)]
+    assert passes(13, 6) == [slice(0, 4), slice(4, 8), slice(8, 13)]
+    assert passes(20, MAX_CHILDREN) == [slice(0, 20)]
+    assert passes(0, 6) == []
 
 
 def test_a_pass_cost_learns_the_fixed_part_in_rows_worth():
@@ -70,3 +69,13 @@ def test_groups_are_merged_where_the_passes_saved_cost_more_than_the_rows_padded
     # Where nine margins hold 4 children a pass, the six together take two passes: 100 + 54 > 142.
     assert merged(groups, 50.0, {1: 1024, 6: 1024, 9: 4}) == [1, 6, 9]
     assert merged([(3, 10)], 50.0, {3: 1024}) == [3]
+
+
+def test_rows_that_cost_nothing_merge_into_the_fewest_passes_the_memory_allows():
+    # ConvBig holds 6 children a pass on nine margins, 62 on one: merging 1,000 children of one margin
+    # into the nine's passes would take 169 passes against 17 + 2 apart.
+    groups = [(1, 1000), (9, 10)]
+    assert merged(groups, math.inf, {1: 62, 9: 6}) == [1, 9]
+    # Where they fit, one pass; of runs that cost the same, the longest (fewest passes, fewest rows first).
+    assert merged([(1, 4), (9, 2)], math.inf, {1: 1024, 9: 1024}) == [9, 9]
+    assert merged([(2, 3), (3, 2)], 3.0, {2: 1024, 3: 1024}) == [3, 3]  # 3 + 6 + 3 + 6 = 3 + 15
