@@ -66,6 +66,18 @@ class AbstractMixin:
         both an elementwise layer and one that sums products."""
         raise NotImplementedError(f"{type(self).__name__} does not declare its rounding")
 
+    def channel_affine(self) -> tuple[Tensor, Tensor] | None:
+        """The per-channel ``(scale, shift)`` of ``x * scale + shift`` this layer computes in the present
+        pass, where that map is the same for every value the pass gives it (a BatchNorm whose statistics
+        a training step fixed), so that the layer before it may absorb it (`folded`); None for most."""
+        return None
+
+    def folded(self, scale: Tensor, shift: Tensor, given: torch.Size) -> AbstractMixin | None:
+        """This layer followed by ``y * scale + shift`` per output channel, as one layer of its own kind,
+        for inputs of shape ``given``; None where it cannot absorb such a map (only affine layers can) or
+        where absorbing it would cost more than applying it."""
+        return None
+
     back_symbolic: Any = None
     """``back_symbolic(coeffs, node, how) -> (coeffs on the input, constant (B, S) or None)``: the rows
     ``coeffs`` over the layer's output ``node`` as rows over its input, for lower bounds (a layer without

@@ -31,9 +31,25 @@ class Sequential(_Container, nn.Sequential):
     """Layers in order; ``abstract`` threads the value (and the context) through each of them."""
 
     def walk(self, x: Value, ctx: AbstractContext) -> Walk:
-        for layer in self:
+        """Each layer in turn; on an abstract value, a layer that absorbs the fixed per-channel map of the
+        layer after it (a convolution before a BatchNorm in a training step) runs as one layer with it,
+        their fold (`AbstractMixin.folded`), visited in the pair's place: the same function, where the
+        map would cost three elementwise passes each way over every element and back-substituted row
+        (15% of a fused CROWN-IBP step on MNIST CNN7, 19% of a Box step)."""
+        layers, index = list(self), 0
+        while index < len(layers):
+            layer = self._fold(layers, index, x) or layers[index]
+            index += 1 if layer is layers[index] else 2
             x = yield from layer.walk(x, ctx)
         return x
+
+    @staticmethod
+    def _fold(layers: list, index: int, x: Value) -> AbstractMixin | None:
+        """The fold of ``layers[index]`` and the layer after it for the value ``x``, or None."""
+        if isinstance(x, Tensor) or index + 1 == len(layers):
+            return None
+        affine = layers[index + 1].channel_affine()
+        return None if affine is None else layers[index].folded(*affine, x.shape)
 
 
 def as_branch(branch: Branch) -> Sequential:

@@ -151,6 +151,16 @@ class BatchNorm(AbstractMixin, nn.Module):
     def abstract_hz(self, x: HybridZonotope, ctx: AbstractContext) -> HybridZonotope:
         return affine_hz(x, *self._maps(x.head))
 
+    def channel_affine(self) -> tuple[Tensor, Tensor] | None:
+        """In a training step whose statistics are fixed, the one map every pass of the step computes:
+        the convolution or linear layer before may absorb it (`Sequential` folds them on abstract values,
+        where the map costs three elementwise passes each way per element, and per row back-substituted).
+        Not at test time: a certificate's rounding is bounded layer by layer as the network computes."""
+        if not (self.training and self.fixed is not None):
+            return None
+        scale, shift = self.scale_shift(*self.fixed, self.weight.new_empty(1, self.features))
+        return scale.view(-1), shift.view(-1)
+
     def rounding(self, x) -> Rounding:
         """``x * scale + shift`` with the scale and shift computed from the statistics: two roundings per
         output, the scale within ``gamma(3)`` (an addition, a square root, a division) and the shift within

@@ -11,6 +11,7 @@ from daic.runtime import BatchNorm, Box, Conv2D, Flatten, HybridZonotope, Linear
 from daic.runtime.context import AbstractContext
 from daic.runtime.data.tensors import TensorData
 from daic.runtime.domains import Symbolic
+from daic.runtime.layers.base import trace
 from daic.runtime.layers.normalization import fixed_statistics, measure, reestimate_statistics
 from daic.runtime.training.goals import EpsBox, Mix, Point
 from daic.runtime.training.losses import worst_case_loss
@@ -147,6 +148,62 @@ def scheme(goal, **fields) -> Scheme:
     from daic.runtime.data.sets import Digits
 
     return Scheme(data=Digits(image=(1, 4, 4), classes=3), epsilon=0.1, goal=goal, epochs=1, **fields)
+
+
+def _losses(value, y: torch.Tensor) -> list[torch.Tensor]:
+    if isinstance(value, Symbolic):
+        return [value.fused_loss(y).mean(), worst_case_loss(value, y).mean()]
+    return [worst_case_loss(value, y).mean()]
+
+
+def _layer_by_layer(net: Sequential, value, ctx: AbstractContext):
+    """The pass with each layer run on its own (no layer of the sequence folded into another)."""
+    for layer in net:
+        value = layer.abstract(value, ctx)
+    return value
+
+
+@pytest.mark.parametrize("domain", ["box", "hz", "symbolic"])
+@pytest.mark.parametrize("tracked", [True, False], ids=["statistics-tracked", "statistics-constant"])
+def test_a_steps_abstract_pass_folds_a_convolution_and_its_batchnorm_into_one_layer(domain, tracked):
+    """With the statistics fixed, the convolution and the BatchNorm after it run as one convolution: the
+    same bounds, losses and parameter gradients as each layer run on its own, with the statistics'
+    gradient (a trainer's) and without it (the conv's bias then has a gradient of its own), and one
+    visit where there were two. The linear layer keeps its BatchNorm apart: its 108 weights outnumber
+    the 32 outputs the map costs passes over."""
+    net = bn_network().double()
+    clean = torch.rand(8, 1, 4, 4, dtype=torch.float64)
+    x, y = torch.rand(8, 1, 4, 4, dtype=torch.float64), torch.randint(0, 3, (8,))
+    lower, upper = (x - 0.1).clamp(min=0), (x + 0.1).clamp(max=1)
+    make = {"box": Box.from_bounds, "hz": HybridZonotope.from_bounds, "symbolic": Symbolic.input}[domain]
+    ctx = AbstractContext(training=True)
+    found = []
+    for run in (lambda v: trace(net, v, ctx).output, lambda v: _layer_by_layer(net, v, ctx)):
+        net.zero_grad()
+        with fixed_statistics(net):
+            with torch.set_grad_enabled(tracked):
+                measure(net, clean, update=False)
+            out = run(make(lower, upper))
+            losses = _losses(out, y)
+            sum(losses).backward()
+        found.append((*out.bounds(), *losses, *(p.grad.clone() for p in net.parameters())))
+    assert (net[0].bias.grad.abs().max() > 1e-3) != tracked  # with tracked statistics, a bias cancels
+    for folded, apart in zip(*found, strict=True):
+        torch.testing.assert_close(folded, apart, rtol=1e-10, atol=1e-12)
+    with fixed_statistics(net):
+        measure(net, clean, update=False)
+        visited = [type(layer).__name__ for layer, _ in trace(net, make(lower, upper), ctx).visits]
+    assert visited == ["Conv2D", "ReLU", "Flatten", "Linear", "BatchNorm", "ReLU", "Linear"]
+    assert isinstance(net[0].weight, torch.nn.Parameter) and net[0].weight.grad is not None
+
+
+def test_test_time_passes_fold_nothing():
+    """At test time (running statistics), and in a concrete pass, every layer runs on its own: a
+    certificate's rounding is bounded for the network as it computes."""
+    net = bn_network().eval()
+    box = Box.from_bounds(torch.zeros(2, 1, 4, 4), torch.ones(2, 1, 4, 4))
+    visited = [layer for layer, _ in trace(net, box, AbstractContext()).visits]
+    assert visited == list(net)
 
 
 def test_a_training_step_bounds_with_the_clean_batchs_statistics():
