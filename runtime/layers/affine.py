@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
+from torch.nn.utils import parametrize
 
 from daic.runtime import native
 from daic.runtime.context import AbstractContext
@@ -146,35 +147,43 @@ def _pair(v: int | Sequence[int]) -> tuple[int, int]:
     return v  # type: ignore[return-value]
 
 
+def fold_channel_affine(
+    weight: Tensor, bias: Tensor | None, scale: Tensor, shift: Tensor
+) -> tuple[Tensor, Tensor]:
+    """The weight and bias of an affine layer followed by ``y * scale + shift`` per output channel:
+    ``(W x + b) * s + t = (s W) x + (s b + t)``."""
+    scale, shift = scale.to(weight.dtype), shift.to(weight.dtype)
+    folded = weight * scale.view(-1, *[1] * (weight.dim() - 1))
+    return folded, shift if bias is None else bias * scale + shift
+
+
 class _AbsorbsChannelAffine:
-    """Conv2D and Linear absorb a per-output-channel affine map that follows them (`AbstractMixin.folded`):
-    ``(W y + b) * s + t = (s W) y + (s b + t)``."""
+    """Conv2D and Linear absorb a per-output-channel affine map that follows them (`AbstractMixin.folded`)."""
 
     weight: Tensor
     bias: Tensor | None
+
+    def _positions(self, given: torch.Size) -> int:
+        """Output positions per channel for inputs of shape ``given``."""
+        raise NotImplementedError
 
     def folded(self, scale: Tensor, shift: Tensor, given: torch.Size) -> AbstractMixin | None:
         """Where the map's passes over the outputs (three each way per element or row) cost more than
         the fold's over the weight (a product each way, and the scale's gradient): a convolution's
         outputs outnumber its weights, a wide linear layer's weights its outputs (MNIST CNN7's 25088 x
-        512 folded took 86 ms a step, where its BatchNorm's passes take 5)."""
-        if scale.numel() != self.weight.shape[0]:
+        512 folded took 86 ms a step, where its BatchNorm's passes take 5). Not a layer whose weight or
+        bias torch's parametrizations compute: they are read through properties no copy can replace."""
+        if scale.numel() != self.weight.shape[0] or parametrize.is_parametrized(self):  # type: ignore[arg-type]
             return None
         if self.weight.numel() >= given[0] * self.weight.shape[0] * self._positions(given):
             return None
-        scale, shift = scale.to(self.weight.dtype), shift.to(self.weight.dtype)
-        per_output = (-1, *[1] * (self.weight.dim() - 1))
+        weight, bias = fold_channel_affine(self.weight, self.bias, scale, shift)
         twin = copy.copy(self)
         # A copy of the layer whose weight and bias are tensors computed from the parameters (so that the
         # gradients reach those), the layer itself left as it is; nn.Module reads `weight` and `bias` from
         # this dictionary, so every method of the layer's kind computes with the folded ones.
-        weight = self.weight * scale.view(per_output)
-        twin._parameters = {  # type: ignore[attr-defined]
-            "weight": weight,
-            "bias": shift if self.bias is None else self.bias * scale + shift,
-        }
-        # A weight computed by a property (torch's parametrizations) would shadow the dictionary.
-        return twin if twin.weight is weight else None  # type: ignore[return-value]
+        twin._parameters = {"weight": weight, "bias": bias}  # type: ignore[attr-defined]
+        return twin  # type: ignore[return-value]
 
 
 class Normalize(AbstractMixin, nn.Module):
@@ -251,7 +260,7 @@ class Conv2D(_AbsorbsChannelAffine, AbstractMixin, nn.Conv2d):
         )
 
     def _positions(self, given: torch.Size) -> int:
-        """Output positions per channel for inputs of shape ``given`` (the kernel's places)."""
+        """The kernel's places on inputs of shape ``given``."""
         (kh, kw), (sh, sw), (ph, pw) = self.kernel_size, self.stride, self.padding
         return ((given[2] + 2 * ph - kh) // sh + 1) * ((given[3] + 2 * pw - kw) // sw + 1)
 
@@ -392,6 +401,7 @@ class Linear(_AbsorbsChannelAffine, AbstractMixin, nn.Linear):
         super().__init__(in_features, out, bias=bias)
 
     def _positions(self, given: torch.Size) -> int:
+        """One: each output is one neuron, whatever the input's shape."""
         return 1
 
     def forward(self, x: Tensor) -> Tensor:

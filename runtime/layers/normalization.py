@@ -30,7 +30,7 @@ from torch.autograd.function import once_differentiable
 from daic.runtime.context import AbstractContext
 from daic.runtime.domains import Box, HybridZonotope
 from daic.runtime.domains.rounding import Rounding
-from daic.runtime.layers.affine import AffineFn, affine_box, affine_hz
+from daic.runtime.layers.affine import AffineFn, affine_box, affine_hz, fold_channel_affine
 from daic.runtime.layers.base import AbstractMixin
 
 
@@ -253,7 +253,7 @@ def fold_batch_norms(model: nn.Module) -> nn.Module:
         for layer in layers:
             before = kept[-1] if kept else None
             if isinstance(layer, BatchNorm) and isinstance(before, (Conv2D, Linear)):
-                _fold(before, layer)
+                _fold_in_place(before, layer)
                 continue
             kept.append(layer)
         if len(kept) != len(layers):
@@ -264,10 +264,9 @@ def fold_batch_norms(model: nn.Module) -> nn.Module:
     return folded
 
 
-def _fold(affine: nn.Module, norm: BatchNorm) -> None:
+def _fold_in_place(affine: nn.Module, norm: BatchNorm) -> None:
     like = affine.weight.new_empty(1, norm.features)
     scale, shift = (v.view(-1) for v in norm.scale_shift(norm.running_mean, norm.running_var, like))
-    if affine.bias is None:
-        affine.bias = nn.Parameter(torch.zeros_like(scale))
-    affine.weight.mul_(scale.view(-1, *([1] * (affine.weight.dim() - 1))))
-    affine.bias.mul_(scale).add_(shift)
+    weight, bias = fold_channel_affine(affine.weight, affine.bias, scale, shift)
+    affine.weight.copy_(weight)
+    affine.bias = nn.Parameter(bias)

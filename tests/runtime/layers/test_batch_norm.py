@@ -130,10 +130,10 @@ def check_affine(layer, centre, radius):
     assert bool((found <= reached + 1e-12).all()) and bool((found <= exact + 1e-12).all())
 
 
-def bn_network() -> Sequential:
+def bn_network(conv_bias: bool = True) -> Sequential:
     torch.manual_seed(2)
     return Sequential(
-        Conv2D(1, 3, 2),
+        Conv2D(1, 3, 2, bias=conv_bias),
         BatchNorm(3),
         ReLU(),
         Flatten(),
@@ -165,13 +165,17 @@ def _layer_by_layer(net: Sequential, value, ctx: AbstractContext):
 
 @pytest.mark.parametrize("domain", ["box", "hz", "symbolic"])
 @pytest.mark.parametrize("tracked", [True, False], ids=["statistics-tracked", "statistics-constant"])
-def test_a_steps_abstract_pass_folds_a_convolution_and_its_batchnorm_into_one_layer(domain, tracked):
+@pytest.mark.parametrize("conv_bias", [True, False], ids=["conv-bias", "no-conv-bias"])
+def test_a_steps_abstract_pass_folds_a_convolution_and_its_batchnorm_into_one_layer(
+    domain, tracked, conv_bias
+):
     """With the statistics fixed, the convolution and the BatchNorm after it run as one convolution: the
     same bounds, losses and parameter gradients as each layer run on its own, with the statistics'
-    gradient (a trainer's) and without it (the conv's bias then has a gradient of its own), and one
-    visit where there were two. The linear layer keeps its BatchNorm apart: its 108 weights outnumber
-    the 32 outputs the map costs passes over."""
-    net = bn_network().double()
+    gradient (a trainer's) and without it (the conv's bias then has a gradient of its own), with a conv
+    bias and without one (the fold's bias is the BatchNorm's shift), and one visit where there were two.
+    The linear layer keeps its BatchNorm apart: its 108 weights outnumber the 32 outputs the map costs
+    passes over."""
+    net = bn_network(conv_bias).double()
     clean = torch.rand(8, 1, 4, 4, dtype=torch.float64)
     x, y = torch.rand(8, 1, 4, 4, dtype=torch.float64), torch.randint(0, 3, (8,))
     lower, upper = (x - 0.1).clamp(min=0), (x + 0.1).clamp(max=1)
@@ -187,7 +191,8 @@ def test_a_steps_abstract_pass_folds_a_convolution_and_its_batchnorm_into_one_la
             losses = _losses(out, y)
             sum(losses).backward()
         found.append((*out.bounds(), *losses, *(p.grad.clone() for p in net.parameters())))
-    assert (net[0].bias.grad.abs().max() > 1e-3) != tracked  # with tracked statistics, a bias cancels
+    if conv_bias:  # with tracked statistics, a bias before a BatchNorm cancels
+        assert (net[0].bias.grad.abs().max() > 1e-3) != tracked
     for folded, apart in zip(*found, strict=True):
         torch.testing.assert_close(folded, apart, rtol=1e-10, atol=1e-12)
     with fixed_statistics(net):
@@ -198,12 +203,37 @@ def test_a_steps_abstract_pass_folds_a_convolution_and_its_batchnorm_into_one_la
 
 
 def test_test_time_passes_fold_nothing():
-    """At test time (running statistics), and in a concrete pass, every layer runs on its own: a
-    certificate's rounding is bounded for the network as it computes."""
-    net = bn_network().eval()
-    box = Box.from_bounds(torch.zeros(2, 1, 4, 4), torch.ones(2, 1, 4, 4))
-    visited = [layer for layer, _ in trace(net, box, AbstractContext()).visits]
+    """At test time (running statistics), even with a step's statistics still fixed, every layer runs on
+    its own: a certificate's rounding is bounded for the network as it computes."""
+    net = bn_network()
+    box = Box.from_bounds(torch.zeros(8, 1, 4, 4), torch.ones(8, 1, 4, 4))
+    with fixed_statistics(net):
+        measure(net, torch.rand(8, 1, 4, 4), update=False)
+        assert type(trace(net, box, AbstractContext(training=True)).visits[0][0]) is Conv2D
+        net.eval()
+        visited = [layer for layer, _ in trace(net, box, AbstractContext()).visits]
     assert visited == list(net)
+
+
+class _Halved(torch.nn.Module):
+    def forward(self, weight: torch.Tensor) -> torch.Tensor:
+        return weight / 2
+
+
+def test_a_parametrized_convolution_is_not_folded():
+    """A weight computed by torch's parametrizations is read through a property no copy can replace
+    (and torch refuses to copy such a module): the pair runs apart, with the layer-by-layer pass's
+    bounds."""
+    net = bn_network().double()
+    torch.nn.utils.parametrize.register_parametrization(net[0], "weight", _Halved())
+    x = torch.rand(8, 1, 4, 4, dtype=torch.float64)
+    ctx = AbstractContext(training=True)
+    with fixed_statistics(net):
+        measure(net, torch.rand(8, 1, 4, 4, dtype=torch.float64), update=False)
+        run = trace(net, Box.from_bounds(x - 0.1, x + 0.1), ctx)
+        apart = _layer_by_layer(net, Box.from_bounds(x - 0.1, x + 0.1), ctx)
+    assert [layer for layer, _ in run.visits] == list(net)
+    torch.testing.assert_close(run.output.bounds(), apart.bounds(), rtol=1e-10, atol=1e-12)
 
 
 def test_a_training_step_bounds_with_the_clean_batchs_statistics():
