@@ -1,7 +1,7 @@
 """Complete verification: searches that split what they bound until every image is decided or their time
 is spent. `BranchAndBound` splits ReLUs, `InputSplit` the input box; both are policies over one `Frontier`
 of open subdomains (tensors, every image of a batch in one), one `Budget` of time, the shared bounding
-(`bounding`, its results cut and padded in `bounded`), attacks and witnesses (`images`)."""
+(`bounding`, its results cut and reordered in `bounded`), attacks and witnesses (`images`)."""
 
 from daic.runtime.certification.search.branch_and_bound import BranchAndBound
 from daic.runtime.certification.search.budget import ATTACK_SHARE, Budget

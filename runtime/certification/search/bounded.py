@@ -1,5 +1,5 @@
 """What bounding a batch of subdomains found (`Bounded`), and the batch operations the search applies to it:
-keeping some subdomains, padding their rows, keeping some rows."""
+keeping some subdomains, keeping or reordering some rows, finding the rows still open."""
 
 from __future__ import annotations
 
@@ -36,29 +36,39 @@ def restricted(bounded: Bounded, keep: Tensor) -> Bounded:
     )  # fmt: skip
 
 
-def padded(bounded: Bounded, most: int) -> Bounded:
-    """`bounded` with its rows padded to `most` by repeating its first (a bound's least is unchanged)."""
-
-    def pad(value: Tensor) -> Tensor:
-        extra = most - value.shape[1]
-        return (
-            value if extra == 0 else torch.cat([value, value[:, :1].expand(-1, extra, *value.shape[2:])], 1)
-        )
-
-    return Bounded(
-        pad(bounded.lower), bounded.infeasible, bounded.corners, bounded.split_inputs,
-        {k: pad(v) for k, v in bounded.coefficients.items()}, {k: pad(v) for k, v in bounded.alphas.items()},
-        {k: pad(v) for k, v in bounded.betas.items()},
-    )  # fmt: skip
-
-
 def rows_of(bounded: Bounded, margins: Tensor) -> Bounded:
-    """`bounded` (every margin) on the rows `margins` (``(N, K)`` indices) only."""
+    """`bounded` on the rows `margins` (``(N, K)`` indices among its rows) only, in that order."""
+
+    def gathered(values: dict[int, Tensor]) -> dict[int, Tensor]:
+        return {k: v.gather(1, expanded(margins, v)) for k, v in values.items()}
+
     return Bounded(
         bounded.lower.gather(1, margins), bounded.infeasible, bounded.corners, bounded.split_inputs,
-        {k: v.gather(1, expanded(margins, v)) for k, v in bounded.coefficients.items()},
-        {k: v.gather(1, expanded(margins, v)) for k, v in bounded.alphas.items()}, {},
+        gathered(bounded.coefficients), gathered(bounded.alphas), gathered(bounded.betas),
     )  # fmt: skip
+
+
+def reordered(value: Tensor, order: Tensor) -> Tensor:
+    """`value` (``(N, K, *F)``, a value per row) with each subdomain's rows taken in its `order` (``(N, W)``
+    row indices): ``(N, W, *F)``."""
+    return value[torch.arange(len(order), device=order.device)[:, None], order]
+
+
+def open_first(lower: Tensor, count: Tensor, width: int | None = None) -> tuple[Tensor, Tensor, Tensor]:
+    """Which of each subdomain's first `count` rows (``(N,)``) its bounds `lower` (``(N, K)``) leave open
+    (not above zero: a bound that is not a number is open), as row indices: the open ones first, in order,
+    then the first repeated to `width` (default K; it may be more); how many are open (``(N,)``, at least
+    one: a subdomain with none keeps its first); and the least bound of the rows proved (``(N,)``, infinity
+    where none is). A margin proved on a subdomain holds on every part of it: its children need not bound
+    it again."""
+    within = torch.arange(lower.shape[1], device=lower.device) < count[:, None]
+    still = ~(lower > 0) & within
+    many = still.sum(1).clamp(min=1)
+    slot = torch.arange(lower.shape[1] if width is None else width, device=lower.device)
+    order = torch.argsort((~still).to(torch.int8), dim=1, stable=True)[:, slot.clamp(max=lower.shape[1] - 1)]
+    order = torch.where(slot < many[:, None], order, order[:, :1])
+    proved = lower.masked_fill(still | ~within, torch.inf).amin(1)
+    return order, many, proved
 
 
 def expanded(margins: Tensor, value: Tensor) -> Tensor:

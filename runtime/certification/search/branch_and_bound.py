@@ -5,11 +5,11 @@ together at their roots, with intermediate bounds tightened by alpha-CROWN layer
 split into subdomains by fixing unstable neurons active (``x >= 0``) or inactive (``x <= 0``). Each
 subdomain is bounded by CROWN with its split neurons' bounds clamped, then alpha-CROWN's slopes and
 beta-CROWN's multipliers are optimised together for a few Adam steps from its parent's (`bounding`): its
-bound is then its exact minimum over the relaxation at the optimum. Only the margins an image's root leaves
-open are bounded on its subdomains. Subdomains whose bounds are all positive are done; the others wait in
-the `Frontier`, and each round splits the worst `batch` of every image on one of the neurons whose
-relaxation costs their bound most (`branching`), several levels in one round while few are open. The
-subdomains of every image are bounded in one batch.
+bound is then its exact minimum over the relaxation at the optimum. Only the margins a subdomain's parent
+leaves open are bounded on it (a margin proved on a subdomain holds on its every part). Subdomains whose
+bounds are all positive are done; the others wait in the `Frontier`, and each round splits the worst `batch`
+of every image on one of the neurons whose relaxation costs their bound most (`branching`), several levels in
+one round while few are open. The subdomains of every image are bounded in one batch.
 
 A subdomain with no unstable neuron left is decided exactly (`leaves`): this makes the search complete on
 piecewise-linear networks. On a network with an activation that is not affine on a leaf (a Sigmoid or
@@ -32,7 +32,7 @@ from torch import Tensor, nn
 
 from daic.runtime.certification.certify import Batch
 from daic.runtime.certification.search import branching, passes
-from daic.runtime.certification.search.bounded import Bounded, padded, restricted
+from daic.runtime.certification.search.bounded import Bounded, open_first, reordered, restricted
 from daic.runtime.certification.search.bounding import Bounder, Work
 from daic.runtime.certification.search.budget import Budget
 from daic.runtime.certification.search.frontier import Frontier, groups
@@ -120,24 +120,30 @@ class _Run(RootPhase, LeafPhase):
             self._rounds()
 
     def _work(
-        self, image: Tensor, signs: Tensor | None = None, boxes: Boxes | None = None, rows: int | None = None
+        self,
+        image: Tensor,
+        signs: Tensor | None = None,
+        boxes: Boxes | None = None,
+        margins: Tensor | None = None,
     ) -> Work:
         """The subdomains of the images `image` (``(N,)``) with the split `signs`, on their own `boxes`
-        where given (else their images'), as a batch to bound on their first `rows` margins (default: all
-        the frontier's)."""
+        where given (else their images'), as a batch to bound on `margins` (``(N, K)``; default: those
+        their images' roots leave open)."""
         prior = {k: (low[image], up[image]) for k, (low, up) in self.prior.items()} or None
         lower, upper = boxes if boxes is not None else (self.lower[image], self.upper[image])
-        return Work(lower, upper, self.y[image], self.margins[image, :rows], signs, prior)
+        return Work(
+            lower, upper, self.y[image], self.margins[image] if margins is None else margins, signs, prior
+        )
 
-    def _passes(self, image: Tensor) -> Iterator[tuple[int, Tensor]]:
-        """Subdomains of the images `image` cut into bounding passes: grouped by how many margins their
-        images have open (one read of the host), groups bounded as one where the passes saved cost more
+    def _passes(self, count: Tensor) -> Iterator[tuple[int, Tensor]]:
+        """Subdomains with `count` (``(N,)``) margins open each, cut into bounding passes: grouped by how
+        many (one read of the host), groups bounded as one where the passes saved cost more
         than the margins padded (`passes.merged`, at the search's `PassCost`), each group cut
         into as many passes as its margins need (`passes.passes`); each pass as its margins and its
         subdomains' indices. Grouped before they are cut, a pass holds as many as its own margins allow:
         cut first by the most margins of any image, six MNIST ConvSmall images with 1 to 9 open bounded
         passes of 91 children, each then split again by margins, mostly of one."""
-        found, neurons, device = groups(self.row_counts[image]), self.bounder.layout.size, self.lower.device
+        found, neurons, device = groups(count), self.bounder.layout.size, self.lower.device
         per_pass = {k: passes.children_per_pass(neurons, k, device) for k, _ in found}  # one plan, one cut
         if len(found) > 1:
             on = passes.merged([(k, len(rows)) for k, rows in found], self.pass_cost.fixed_rows(), per_pass)
@@ -149,7 +155,8 @@ class _Run(RootPhase, LeafPhase):
 
     def _first_frontier(self, left: Tensor, root: Bounded) -> Frontier:
         """The open images' roots as the first subdomains."""
-        layout, n = self.bounder.layout, len(left)
+        layout, n, count = self.bounder.layout, len(left), self.row_counts[left]
+        self._prove(root, left, count)
         signs = torch.zeros((n, layout.size), dtype=torch.int8, device=self.lower.device)
         columns = {
             "bound": root.lower.amin(1),
@@ -159,23 +166,34 @@ class _Run(RootPhase, LeafPhase):
         }
         if self.inexact:
             columns["lower"], columns["upper"] = self.lower[left], self.upper[left]
-        return Frontier(columns | self._kept_columns(root, n))
+        return Frontier(columns | self._kept_columns(root, self.margins[left], count))
 
-    def _kept_columns(self, bounded: Bounded, n: int) -> dict[str, Tensor]:
-        """What a subdomain keeps of its bounding: its ranked neurons, slopes and multipliers."""
-        layout, columns = self.bounder.layout, {}
-        count = self.search.candidates + branching.MAX_LEVELS
-        columns["ranked"] = branching.ranked_neurons(bounded, layout, count)
+    def _prove(self, bounded: Bounded, image: Tensor, count: Tensor) -> None:
+        """The least bound of the rows `bounded` proves (of subdomains of the images `image`, the first
+        `count` rows each) is its image's `proved`, whether or not the subdomain stays open."""
+        proved = open_first(bounded.lower, count)[2]
+        self.images.prove(image, proved.masked_fill(bounded.infeasible, torch.inf))
+
+    def _kept_columns(self, bounded: Bounded, margins: Tensor, count: Tensor) -> dict[str, Tensor]:
+        """What a subdomain keeps of its bounding (on the rows `margins`, its first `count` its own): the
+        margins it leaves open, first, and how many (`open_first`; a margin proved on a subdomain holds on
+        its every part, so its children leave it out: on MNIST ConvSmall, children of images with 6 and 9
+        margins open at the root had 2 open on average), its ranked neurons, and its slopes and multipliers
+        in its margins' order, each padded to the frontier's margins by repeating its first."""
+        layout, n, width = self.bounder.layout, len(count), self.margins.shape[1]
+        order, many, _ = open_first(bounded.lower, count, width)
+        most = self.search.candidates + branching.MAX_LEVELS
+        columns = {"margins": margins.gather(1, order), "open": many,
+                   "ranked": branching.ranked_neurons(bounded, layout, most, count)}  # fmt: skip
         if self.search.steps:
-            k = bounded.lower.shape[1]
             for node, shape in zip(layout.outputs, layout.shapes, strict=True):
                 if node in layout.sloped:
-                    columns[f"alpha{node}"] = bounded.alphas[node]
+                    columns[f"alpha{node}"] = reordered(bounded.alphas[node], order)
                 beta = bounded.betas.get(node)
-                dtype = bounded.lower.dtype
                 columns[f"beta{node}"] = (
-                    beta if beta is not None else bounded.lower.new_zeros((n, k, *shape), dtype=dtype)
-                )
+                    reordered(beta, order) if beta is not None
+                    else bounded.lower.new_zeros((n, width, *shape))
+                )  # fmt: skip
         return columns
 
     # ----------------------------------------------------------------------------------------------
@@ -193,8 +211,10 @@ class _Run(RootPhase, LeafPhase):
             began = time.perf_counter()
             counts = self.frontier.counts(len(self.images))
             working = counts.nonzero().flatten().tolist()
-            quotas = branching.quotas(self.row_counts, counts > 0, self.search.batch, self.child_seconds,
-                                      self.budget.left())  # fmt: skip
+            rows = self.frontier.mean("open", len(self.images))
+            quotas = branching.quotas(
+                rows, counts > 0, self.search.batch, self.child_seconds, self.budget.left()
+            )
             picked = self.frontier.pop(quotas, len(self.images))
             leaf = picked["ranked"][:, 0] < 0
             with self.budget.phase("leaves"):
@@ -223,21 +243,21 @@ class _Run(RootPhase, LeafPhase):
         wanted = branching.split_levels(splitting["image"], len(self.images), quotas,
                                         child_seconds, self.budget.left())  # fmt: skip
         # Children of every depth in one batch: on a GPU a batch costs little more than one of its parts.
-        made = [self._children(splitting.take(part), chosen[part], levels) for levels, part in groups(wanted)]
-        parents = {name: torch.cat([children[name] for children in made]) for name in made[0]}
-        self._bound_children(parents)
+        made = [self._children(splitting, part, chosen[part], levels) for levels, part in groups(wanted)]
+        self._bound_children(splitting, {name: torch.cat([children[name] for children in made])
+                                         for name in made[0]})  # fmt: skip
 
-    def _children(self, splitting: Frontier, chosen: Tensor, wanted: int) -> dict[str, Tensor]:
-        """The children of `splitting` split on its `chosen` neurons and its next best, `wanted` levels
-        where each has as many ranked: their parents' columns, their own signs and depth."""
-        levels = branching.usable_levels(splitting["ranked"], wanted)
-        neurons = branching.split_neurons(chosen, splitting["ranked"], levels)
+    def _children(self, splitting: Frontier, part: Tensor, chosen: Tensor, wanted: int) -> dict[str, Tensor]:
+        """The children of the subdomains `part` of `splitting` split on their `chosen` neurons and their
+        next best, `wanted` levels where each has as many ranked: each its parent's row, its own signs and
+        depth (its other columns are its parent's, taken a pass at a time: `_pass_columns`)."""
+        ranked = splitting["ranked"][part]
+        levels = branching.usable_levels(ranked, wanted)
+        neurons = branching.split_neurons(chosen, ranked, levels)
         many = 2**levels
-        children = {name: column.repeat_interleave(many, 0) for name, column in splitting.columns.items()
-                    if name not in ("signs", "ranked")}  # fmt: skip
-        children["signs"] = branching.children_signs(splitting["signs"], neurons)
-        children["depth"] = children["depth"] + levels
-        return children
+        depth = splitting["depth"][part].repeat_interleave(many) + levels
+        signs = branching.children_signs(splitting["signs"][part], neurons)
+        return {"parent": part.repeat_interleave(many), "depth": depth, "signs": signs}
 
     def _choose(self, splitting: Frontier) -> tuple[Tensor, Tensor | None]:
         """``(P,)``: each subdomain's neuron to split among its best-ranked `candidates`: the one whose worse
@@ -251,24 +271,25 @@ class _Run(RootPhase, LeafPhase):
             return ranked[:, 0], None
         candidates = ranked[:, : self.search.candidates]
         candidates = torch.where(candidates < 0, candidates[:, :1], candidates)  # too few: the best again
-        trials = branching.trial_signs(splitting["signs"], candidates)
-        image = splitting["image"].repeat_interleave(2 * candidates.shape[1])
-        boxes = _boxes(splitting, 2 * candidates.shape[1])
-        worst = self._estimates(image, trials, boxes)
+        trials, many = branching.trial_signs(splitting["signs"], candidates), 2 * candidates.shape[1]
+        image, margins, count = (
+            splitting[name].repeat_interleave(many, 0) for name in ("image", "margins", "open")
+        )
+        worst = self._estimates(image, margins, count, trials, _boxes(splitting, many))
         neuron, worth = branching.best_candidate(worst, candidates)
         return neuron, (self._box_worth(splitting) > worth) if self.inexact else None
 
-    def _bound_children(self, parents: dict[str, Tensor]) -> None:
-        """Children (their parents' columns, their own signs and depth) bounded in `_passes`: their
-        candidate points tried, the closed ones counted, the open ones pushed on the frontier. An image's
-        seconds a child over its passes are its own (`child_seconds`, which sizes its next rounds): one
-        figure for all the search's children made the small, slow passes of images with many margins
-        shrink the rounds of those with one."""
-        image = parents["image"]
+    def _bound_children(self, parents: Frontier, children: dict[str, Tensor]) -> None:
+        """`children` (each its `parent`'s row of `parents` and the columns it has of its own) bounded in
+        `_passes`: their candidate points tried, the closed ones counted, the open ones pushed on the
+        frontier. An image's seconds a child over its passes are its own (`child_seconds`, which sizes its
+        next rounds): one figure for all the search's children made the small, slow passes of images with
+        many margins shrink the rounds of those with one."""
+        image = parents["image"][children["parent"]]
         spent = torch.zeros(len(self.images), dtype=torch.float64, device=image.device)
-        for k, rows in self._passes(image):
+        for k, rows in self._passes(parents["open"][children["parent"]]):
             began = time.perf_counter()
-            self._bound_pass({name: column[rows] for name, column in parents.items()}, k)
+            self._bound_pass(self._pass_columns(parents, children, rows, k), k)
             took = time.perf_counter() - began
             self.pass_cost.add(len(rows) * k, took)
             spent.index_add_(0, image[rows], spent.new_full((len(rows),), took / len(rows)))
@@ -277,51 +298,56 @@ class _Run(RootPhase, LeafPhase):
             self.child_seconds = (spent.sum() / made.sum().clamp(min=1)).expand(len(self.images)).clone()
         self.child_seconds = torch.where(made > 0, spent / made.clamp(min=1), self.child_seconds)
 
+    def _pass_columns(
+        self, parents: Frontier, children: dict[str, Tensor], rows: Tensor, k: int
+    ) -> dict[str, Tensor]:
+        """The columns of the `children` `rows`, bounded in a pass on `k` margins: their own, and their
+        parents' others, those a margin (slopes and multipliers) on the first `k` only. A round's children
+        copied whole (every parent's column repeated, joined, then cut into passes) cost a joint search of
+        six MNIST ConvSmall images 6 s of 60."""
+        parent = children["parent"][rows]
+        own = {name: column[rows] for name, column in children.items() if name != "parent"}
+        layout = self.bounder.layout
+        per_margin = {f"alpha{node}" for node in layout.sloped} | {f"beta{node}" for node in layout.outputs}
+        taken = {name: (column[:, :k] if name in per_margin else column)[parent]
+                 for name, column in parents.columns.items() if name not in {*own, "ranked"}}  # fmt: skip
+        return own | taken
+
     def _bound_pass(self, parents: dict[str, Tensor], k: int) -> None:
-        """Children of images with `k` open margins each, bounded together (see `_bound_children`)."""
+        """Children with at most `k` margins open each, bounded together (see `_bound_children`)."""
         image = parents["image"]
         warm = None
         if self.search.steps:
             layout = self.bounder.layout
             warm = ({node: parents[f"alpha{node}"][:, :k] for node in layout.sloped},
                     {node: parents[f"beta{node}"][:, :k] for node in layout.outputs})  # fmt: skip
-        work = self._work(image, parents["signs"], _boxes(parents), k)
-        # Padded back to the frontier's margins by repeating the first: a least bound is unchanged.
-        bounded = padded(self.bounder.bound(work, self.budget.deadline, warm=warm), self.margins.shape[1])
+        work = self._work(image, parents["signs"], _boxes(parents), parents["margins"][:, :k])
+        bounded = self.bounder.bound(work, self.budget.deadline, warm=warm)
         self._try_corners(bounded.corners, image)
         self.images.not_a_number(bounded.lower, image)
         # A child's box lies in its parent's: the parent's bound holds on it too.
         least = torch.maximum(bounded.lower.amin(1), parents["bound"])
-        closed = bounded.infeasible | (least > 0)
-        proved = least.masked_fill(~closed | bounded.infeasible, torch.inf)
-        per_image = torch.full((len(self.images),), torch.inf, dtype=least.dtype, device=least.device)
-        per_image = per_image.scatter_reduce(0, image, proved, "amin")
-        counts = torch.bincount(image, minlength=len(self.images))
-        deepest = torch.zeros(len(self.images), dtype=torch.long, device=image.device)
-        deepest = deepest.scatter_reduce(0, image, parents["depth"], "amax")
-        for j, (low, count, depth) in enumerate(
-            zip(per_image.tolist(), counts.tolist(), deepest.tolist(), strict=True)
-        ):
-            self.images.proved[j] = min(self.images.proved[j], low)
-            self.images.bounded[j] += count
-            self.images.deepest[j] = max(self.images.deepest[j], depth)
-        keep = ~closed
+        keep = ~(bounded.infeasible | (least > 0))
+        self._prove(bounded, image, parents["open"])
+        self.images.count(image, parents["depth"])
         columns = {"bound": least[keep], "image": image[keep], "depth": parents["depth"][keep],
                    "signs": parents["signs"][keep]}  # fmt: skip
         if self.inexact:
             columns["lower"], columns["upper"] = parents["lower"][keep], parents["upper"][keep]
-        kept = restricted(bounded, keep)
-        self.frontier.push(Frontier(columns | self._kept_columns(kept, int(keep.sum()))))
+        kept = self._kept_columns(restricted(bounded, keep), parents["margins"][keep], parents["open"][keep])
+        self.frontier.push(Frontier(columns | kept))
 
-    def _estimates(self, image: Tensor, signs: Tensor, boxes: Boxes | None = None) -> Tensor:
+    def _estimates(
+        self, image: Tensor, margins: Tensor, count: Tensor, signs: Tensor, boxes: Boxes | None = None
+    ) -> Tensor:
         """``(N,)``: estimates (`Bounder.estimate`) of the least margin of the subdomains of the images
         `image` with the split `signs` (on their `boxes`, where they have their own), infinity where the
-        splits contradict each other, each on its image's open margins (padded where `_passes` merges its
-        group), in `_passes` (a round's trials are six times its subdomains)."""
+        splits contradict each other, each on its first `count` `margins` (padded where `_passes` merges
+        its group), in `_passes` (a round's trials are six times its subdomains)."""
         found = torch.empty(len(image), dtype=self.lower.dtype, device=image.device)
-        for k, rows in self._passes(image):
+        for k, rows in self._passes(count):
             part_boxes = None if boxes is None else (boxes[0][rows], boxes[1][rows])
-            work = self._work(image[rows], signs[rows], part_boxes, k)
+            work = self._work(image[rows], signs[rows], part_boxes, margins[rows, :k])
             lower, infeasible = self.bounder.estimate(work, self.budget.deadline)
             found[rows] = lower.amin(1).masked_fill(infeasible, torch.inf)
         return found
@@ -351,36 +377,8 @@ class _Run(RootPhase, LeafPhase):
         least = [math.inf] * n if frontier is None else frontier.least_bounds(n).tolist()
         phases = self.budget.record()
         for j in self.searched:
-            self._ended(j, counts[j], least[j])
+            self.images.ended(j, counts[j], least[j], self.search.label, self.inexact)
             self.images.outcome(j).search = self.images.effort(j, counts[j], phases)
-
-    def _ended(self, j: int, still_open: int, least_open: float) -> None:
-        """Image j's outcome once the search stops undecided by a point: verified when nothing is left
-        open, else unknown with the worst open bound, saying whether the time ran out."""
-        outcome, images, label = self.images.outcome(j), self.images, self.search.label
-        if outcome.status != "unknown":
-            return
-        if not still_open and images.undecided[j] == math.inf:
-            outcome.status, outcome.by = "verified", label
-            proved = min(images.proved[j], images.closed[j])
-            outcome.margin = proved if proved != math.inf else 0.0
-            return
-        batch, i = images.batch, int(images.batch_index[j])
-        batch.best[i] = max(float(batch.best[i]), min(images.undecided[j], least_open))
-        outcome.timed_out = bool(still_open)
-        if still_open:
-            outcome.message = f"{label}: the time ran out with {still_open} subdomains open"
-        elif self.inexact:
-            outcome.message = (
-                f"{label}: every subdomain was split to its end and its box cut until no float lies inside "
-                f"an input's interval; {' and '.join(self.inexact)} is not affine there, and the bound of "
-                "such a box stays at most zero at points that are no witness"
-            )
-        else:
-            outcome.message = (
-                f"{label}: every subdomain was split to its end; a leaf's least margin is at most zero "
-                "at points that are no witness (a tie, or a violation float32 or exact arithmetic undoes)"
-            )
 
 
 Boxes = tuple[Tensor, Tensor]

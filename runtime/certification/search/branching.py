@@ -17,14 +17,17 @@ MAX_LEVELS = 7
 """The most neurons a subdomain is split on in one round (2 ** 7 children), as alpha-beta-CROWN's."""
 
 
-def ranked_neurons(bounded: Bounded, layout: Layout, count: int) -> Tensor:
+def ranked_neurons(bounded: Bounded, layout: Layout, count: int, rows: Tensor | None = None) -> Tensor:
     """``(N, count)``: each subdomain's best-scored unstable neurons (flat over the `layout`), best first;
     -1 past its last. A neuron's score is what the gap between its relaxation's intercepts (the upper's, for
-    the family's splittable members) lowers the rows still at or below zero, with the interval width as a
-    tie-break."""
+    the family's splittable members) lowers the rows still at or below zero (of each subdomain's first
+    `rows`, ``(N,)``, where given: the others repeat its first), with the interval width as a tie-break."""
     if not layout.inputs:  # nothing branch and bound may split: every subdomain is a leaf
         return torch.full((len(bounded.lower), count), -1, dtype=torch.long, device=bounded.lower.device)
-    open_rows = (bounded.lower <= 0).to(bounded.lower.dtype)  # (N, K)
+    open_rows = bounded.lower <= 0  # (N, K)
+    if rows is not None:
+        open_rows &= torch.arange(open_rows.shape[1], device=rows.device) < rows[:, None]
+    open_rows = open_rows.to(bounded.lower.dtype)
     scores = {}
     for node_in, node_out, layer in zip(layout.inputs, layout.outputs, layout.layers, strict=True):
         lower, upper = bounded.split_inputs[node_in]

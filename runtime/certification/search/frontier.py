@@ -88,6 +88,14 @@ class Frontier:
         """``(images,)``: each image's open subdomains."""
         return torch.bincount(self["image"], minlength=images)
 
+    def mean(self, name: str, images: int) -> Tensor:
+        """``(images,)``: the mean of the column `name` over each image's open subdomains (one where it has
+        none)."""
+        counts = self.counts(images)
+        sums = torch.zeros(images, dtype=torch.float64, device=counts.device)
+        sums.index_add_(0, self["image"], self[name].to(torch.float64))
+        return torch.where(counts > 0, sums / counts.clamp(min=1), 1.0)
+
     def _remove(self, removed: Tensor) -> None:
         """Removes the rows `removed` (a mask over the rows), the last rows kept moved into their places
         (one read of the host)."""

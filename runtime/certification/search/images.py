@@ -52,6 +52,20 @@ class Images:
         """The images no point or error has decided yet."""
         return [j for j in range(len(self)) if self.outcome(j).status == "unknown"]
 
+    def prove(self, image: Tensor, least: Tensor) -> None:
+        """Subdomains of the images `image` (``(N,)``) proved margins, the least of each `least` (infinity:
+        none): each image's least proved bound (one read of the host)."""
+        per_image = least.new_full((len(self),), torch.inf).scatter_reduce(0, image, least, "amin")
+        self.proved = [min(was, now) for was, now in zip(self.proved, per_image.tolist(), strict=True)]
+
+    def count(self, image: Tensor, depth: Tensor) -> None:
+        """Subdomains of the images `image` (``(N,)``) bounded, their parents at `depth` (``(N,)``): each
+        image's count and deepest split."""
+        made = torch.bincount(image, minlength=len(self)).tolist()
+        deepest = depth.new_zeros(len(self)).scatter_reduce(0, image, depth, "amax").tolist()
+        self.bounded = [was + now for was, now in zip(self.bounded, made, strict=True)]
+        self.deepest = [max(was, now) for was, now in zip(self.deepest, deepest, strict=True)]
+
     def gone(self, device: torch.device) -> Tensor:
         """``(I,)`` bool on `device`: the images decided by a point or an error (their subdomains go)."""
         # CPU: the outcomes are host objects; the mask goes to the subdomains' device
@@ -112,6 +126,35 @@ class Images:
                 outcome.message = (
                     "a bound over the image's box is not a number (NaN): the network overflows there"
                 )
+
+    def ended(self, j: int, still_open: int, least_open: float, label: str, inexact: list[str]) -> None:
+        """Image j's outcome once the search (`label`) stops undecided by a point: verified when nothing is
+        left open, else unknown with the worst open bound, saying whether the time ran out (with the
+        activations whose leaves are not decided exactly, `inexact`, named when they are what is left)."""
+        outcome = self.outcome(j)
+        if outcome.status != "unknown":
+            return
+        if not still_open and self.undecided[j] == math.inf:
+            outcome.status, outcome.by = "verified", label
+            proved = min(self.proved[j], self.closed[j])
+            outcome.margin = proved if proved != math.inf else 0.0
+            return
+        i = int(self.batch_index[j])
+        self.batch.best[i] = max(float(self.batch.best[i]), min(self.undecided[j], least_open))
+        outcome.timed_out = bool(still_open)
+        if still_open:
+            outcome.message = f"{label}: the time ran out with {still_open} subdomains open"
+        elif inexact:
+            outcome.message = (
+                f"{label}: every subdomain was split to its end and its box cut until no float lies inside "
+                f"an input's interval; {' and '.join(inexact)} is not affine there, and the bound of "
+                "such a box stays at most zero at points that are no witness"
+            )
+        else:
+            outcome.message = (
+                f"{label}: every subdomain was split to its end; a leaf's least margin is at most zero "
+                "at points that are no witness (a tie, or a violation float32 or exact arithmetic undoes)"
+            )
 
     def effort(self, j: int, open_count: int, phases: dict[str, float]) -> dict[str, object]:
         """Image j's search for the record: the seconds of its root, the subdomains it bounded, the deepest

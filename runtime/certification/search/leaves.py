@@ -44,7 +44,7 @@ class LeafPhase:
                 continue
             signs = {node: sign[0] for node, sign in layout.per_node(leaves["signs"][k : k + 1]).items()}
             open_rows = torch.zeros(self.classes - 1, dtype=torch.bool, device=self.lower.device)
-            open_rows[self.margins[j]] = True
+            open_rows[leaves["margins"][k, : int(leaves["open"][k])]] = True
             i = int(self.images.batch_index[j])
             verdict = exact_leaf(self.model, self.images.batch, i, signs, self.search.label, open_rows)
             if outcome.status != "unknown":
@@ -69,9 +69,8 @@ class LeafPhase:
         self.images.falsify(self.model, candidates, image.repeat(2), self.search.label)
         for j, bound in zip(image[uncut].tolist(), subdomains["bound"][uncut].tolist(), strict=True):
             self.images.undecided[j] = min(self.images.undecided[j], bound)
-        parents = dict(halves.columns)
-        parents["depth"] = parents["depth"] + 1
-        self._bound_children(parents)
+        every = torch.arange(len(halves), device=image.device)
+        self._bound_children(halves, {"parent": every, "depth": halves["depth"] + 1})
 
     def _box_worth(self, subdomains: Frontier) -> Tensor:
         """``(P,)``: the worse estimated bound (`Bounder.estimate`) of the two halves of each subdomain's box
@@ -80,7 +79,9 @@ class LeafPhase:
         worth = torch.full((len(subdomains),), -torch.inf, dtype=self.lower.dtype, device=self.lower.device)
         if len(halves):
             boxes = (halves["lower"], halves["upper"])
-            worst = self._estimates(halves["image"], halves["signs"], boxes)
+            worst = self._estimates(
+                halves["image"], halves["margins"], halves["open"], halves["signs"], boxes
+            )
             worth[~uncut] = torch.minimum(*worst.chunk(2))  # `cut` puts every first half before the second
         return worth
 

@@ -1,5 +1,5 @@
 """How a round's subdomains are cut into bounding passes: as many children a pass as its memory holds, and
-groups of images with different numbers of open margins bounded together where a pass's fixed cost
+groups of children with different numbers of open margins bounded together where a pass's fixed cost
 outweighs the margins the smaller ones would pad.
 
 A pass of children costs a fixed part (its Adam steps' Python and kernel launches, whatever its size) and a

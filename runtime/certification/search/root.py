@@ -9,7 +9,7 @@ import torch
 from torch import Tensor, nn
 
 from daic.runtime.certification.alpha_crown import optimized_lower
-from daic.runtime.certification.search.bounded import Bounded, restricted, rows_of
+from daic.runtime.certification.search.bounded import Bounded, open_first, restricted, rows_of
 from daic.runtime.certification.search.bounding import LEAST_GAIN, splittable
 from daic.runtime.context import AbstractContext
 from daic.runtime.domains.coeffs import Dense
@@ -210,17 +210,13 @@ class RootPhase:
         self.images.falsify(self.model, corners, image, self.search.label)
 
     def _open_rows(self, lower: Tensor) -> None:
-        """The margins each image's subdomains bound: those its root leaves open (a NaN bound stays open),
-        padded to the most any image has by repeating its first. A margin proved on the whole box is proved
-        on every subdomain: the least of those is kept (`closed`)."""
-        open_rows = ~(lower > 0)
-        most = max(int(open_rows.sum(1).max()), 1)
-        order = torch.argsort((~open_rows).to(torch.int8), dim=1, stable=True)[:, :most]
-        count = open_rows.sum(1, keepdim=True).clamp(min=1)
-        slot = torch.arange(most, device=order.device).expand_as(order)
-        self.margins = torch.where(slot < count, order, order[:, :1])
-        self.row_counts = count.squeeze(1)
-        self.images.closed = lower.masked_fill(open_rows, torch.inf).amin(1).tolist()
+        """The margins each image's subdomains bound: those its root leaves open (`open_first`), padded to
+        the most any image has. A margin proved on the whole box is proved on every subdomain: the least of
+        those is kept (`closed`)."""
+        all_rows = torch.full((len(lower),), lower.shape[1], device=lower.device)
+        width = max(int((~(lower > 0)).sum(1).max()), 1)
+        self.margins, self.row_counts, closed = open_first(lower, all_rows, width)
+        self.images.closed = closed.tolist()
 
     def _left(self) -> Tensor:
         return self._open_mask().nonzero().squeeze(1)

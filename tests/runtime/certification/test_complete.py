@@ -275,9 +275,9 @@ def test_a_short_queue_is_split_on_several_neurons_a_round(monkeypatch):
     sizes: list[int] = []
     bound_children = _Run._bound_children
 
-    def counted(self, parents):
-        sizes.append(len(parents["image"]))
-        return bound_children(self, parents)
+    def counted(self, parents, children):
+        sizes.append(len(children["parent"]))
+        return bound_children(self, parents, children)
 
     monkeypatch.setattr(_Run, "_bound_children", counted)
     efforts, verdicts, rounds = {}, {}, {}
@@ -346,13 +346,13 @@ def test_the_images_of_a_batch_are_split_in_the_same_rounds_and_decided_as_alone
     calls: list[list[tuple[int, int, set[int]]]] = []  # each call's passes: images, margins, margins open
     bound_children, bound_pass = _Run._bound_children, _Run._bound_pass
 
-    def children(self, parents):
+    def children(self, parents, made):
         calls.append([])
-        return bound_children(self, parents)
+        return bound_children(self, parents, made)
 
     def one_pass(self, parents, k):
         image = parents["image"]
-        calls[-1].append((len(set(image.tolist())), k, set(self.row_counts[image].tolist())))
+        calls[-1].append((len(set(image.tolist())), k, set(parents["open"].tolist())))
         return bound_pass(self, parents, k)
 
     monkeypatch.setattr(_Run, "_bound_children", children)
@@ -835,10 +835,10 @@ def test_branch_and_bound_on_cuda_decides_as_on_the_cpu(monkeypatch):
     devices, images = set(), []
     bound_children = _Run._bound_children
 
-    def seen(self, parents):
-        devices.update(column.device.type for column in parents.values())
-        images.append(len(set(parents["image"].tolist())))
-        return bound_children(self, parents)
+    def seen(self, parents, children):
+        devices.update(column.device.type for column in [*parents.columns.values(), *children.values()])
+        images.append(len(set(parents["image"][children["parent"]].tolist())))
+        return bound_children(self, parents, children)
 
     monkeypatch.setattr(_Run, "_bound_children", seen)
     on_gpu = certify(net.cuda(), search, x.cuda(), y.cuda(), EPS, (0.0, 1.0))
@@ -913,3 +913,45 @@ def test_a_search_whose_bounds_are_not_numbers_ends_in_an_error_at_once():
     (outcome,) = certify(net, [BranchAndBound(timeout=60, root_steps=0)], x, y, 5.0, (0.0, 10.0))
     # An error, not `unknown` at the time limit (where it ended before, after splitting for 60 s).
     assert outcome.status == "error" and "not a number (NaN)" in outcome.message, outcome.record()
+
+
+def test_a_subdomain_bounds_only_the_margins_its_parent_left_open(monkeypatch):
+    """A margin proved on a subdomain holds on its every part: its children bound the others alone (fewer
+    than their image's root left open), and every verdict and margin is still the exact one. The margin a
+    verified image reports is the least bound that proved any of its margins: with the bounds of margins
+    proved while others stayed open lowered to 1e-6 (still bounds), it is 1e-6 wherever there were any."""
+    narrowed: list[bool] = []
+    weakened: set[int] = set()  # images of the batch whose subdomains had a bound lowered
+    bound_pass, weak = _Run._bound_pass, {"on": False}
+
+    def one_pass(self, parents, k):
+        opened, image = parents["open"], parents["image"]
+        assert int(opened.max()) == k and bool((parents["margins"][:, :k] < self.classes - 1).all())
+        narrowed.append(bool((opened < self.row_counts[image]).any()))
+        bound = self.bounder.bound
+
+        def weakened_bound(work, *args, **kwargs):
+            found = bound(work, *args, **kwargs)
+            lowered = (found.lower > 0) & (found.lower <= 0).any(1, keepdim=True) & ~found.infeasible[:, None]
+            found.lower = found.lower.masked_fill(lowered, 1e-6)
+            weakened.update(self.images.batch_index[image[lowered.any(1)]].tolist())
+            return found
+
+        self.bounder.bound = weakened_bound if weak["on"] else bound
+        try:
+            return bound_pass(self, parents, k)
+        finally:
+            del self.bounder.bound
+
+    monkeypatch.setattr(_Run, "_bound_pass", one_pass)
+    monkeypatch.setattr(passes.PassCost, "fixed_rows", lambda self: 0.0)  # each pass on its own margins
+    net, seed, search = blob_network(2), 2, {"steps": 0, "root_steps": 0}
+    assert searched_exactly(net, search, seed, EPS) > 0
+    assert any(narrowed) and not all(narrowed)
+    weak["on"] = True
+    x = torch.rand(12, 2, generator=torch.Generator().manual_seed(seed + 10), dtype=torch.float64)
+    with torch.no_grad():
+        y = net(x).argmax(1)
+    outcomes = certify(net, [BranchAndBound(timeout=30, batch=4, **search)], x, y, EPS, (0.0, 1.0))
+    checked = [o for o in outcomes if o.index in weakened]
+    assert checked and all(o.status == "verified" and o.margin == 1e-6 for o in checked)

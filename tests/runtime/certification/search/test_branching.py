@@ -54,6 +54,12 @@ def test_an_image_with_k_times_the_margins_splits_k_times_fewer_subdomains_a_rou
     assert quotas(rows, torch.tensor([True, False, False, True, False]), 4).tolist() == [4, 2, 1, 1, 4]
     # A search of one image splits the batch.
     assert quotas(torch.tensor([6]), torch.tensor([True]), 32).tolist() == [32]
+    # Margins a subdomain on average, as its children's shrink: 2.5 times the fewest, 2.5 times fewer.
+    assert quotas(torch.tensor([1.0, 2.5, 1.6]), torch.tensor([True, True, True]), 32).tolist() == [
+        32,
+        12,
+        20,
+    ]
 
 
 def test_an_images_quota_keeps_its_two_children_a_subdomain_within_a_quarter_of_its_share_of_the_time():

@@ -85,3 +85,9 @@ def test_a_push_of_other_columns_is_refused():
     other = Frontier(_frontier([1.0], [0]).columns | {"depth": torch.tensor([0.5])})
     with pytest.raises(ValueError, match=r"Frontier\.push: columns"):
         frontier.push(other)
+
+
+def test_an_images_mean_is_over_its_open_subdomains_and_one_without_any():
+    frontier = Frontier({"bound": torch.zeros(4), "image": torch.tensor([0, 2, 0, 0]),
+                         "open": torch.tensor([1, 5, 2, 6])})  # fmt: skip
+    assert frontier.mean("open", 3).tolist() == [3.0, 1.0, 5.0]
