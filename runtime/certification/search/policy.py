@@ -23,9 +23,9 @@ class Search(Step):
     together: int | None = None
     """Images searched at once (their subdomains bounded in one batch a round). None: every image of a
     batch on a GPU, where a batch of subdomains costs little more than one; one at a time on a CPU, where
-    a lone image's rounds already fill large batches and a joint search's rounds run in step for every
-    image, so one whose queue is short gets fewer rounds than alone (MNIST ConvSmall, one thread: 135.3
-    subdomains a second alone, 74.0 six images together; bench/README.md)."""
+    a lone image's rounds already fill large batches, so a joint search gains little (MNIST ConvSmall,
+    one thread, eight images: 159.7 subdomains a second alone, 173.9 together; bench/README.md), and each
+    image's verdict comes when its own time is spent rather than the group's."""
 
     def decide(self, model: nn.Module, batch: Batch, pending: Tensor) -> None:
         size = self.together or (len(pending) if batch.lower.device.type == "cuda" else 1)
