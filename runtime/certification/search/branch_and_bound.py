@@ -313,28 +313,30 @@ class _Run(RootPhase, LeafPhase):
                  for name, column in parents.columns.items() if name not in {*own, "ranked"}}  # fmt: skip
         return own | taken
 
-    def _bound_pass(self, parents: dict[str, Tensor], k: int) -> None:
-        """Children with at most `k` margins open each, bounded together (see `_bound_children`)."""
-        image = parents["image"]
+    def _bound_pass(self, children: dict[str, Tensor], k: int) -> None:
+        """Children (`_pass_columns`) with at most `k` margins open each, bounded together in one pass."""
+        image = children["image"]
         warm = None
         if self.search.steps:
             layout = self.bounder.layout
-            warm = ({node: parents[f"alpha{node}"][:, :k] for node in layout.sloped},
-                    {node: parents[f"beta{node}"][:, :k] for node in layout.outputs})  # fmt: skip
-        work = self._work(image, parents["signs"], _boxes(parents), parents["margins"][:, :k])
+            warm = ({node: children[f"alpha{node}"] for node in layout.sloped},
+                    {node: children[f"beta{node}"] for node in layout.outputs})  # fmt: skip
+        work = self._work(image, children["signs"], _boxes(children), children["margins"][:, :k])
         bounded = self.bounder.bound(work, self.budget.deadline, warm=warm)
         self._try_corners(bounded.corners, image)
         self.images.not_a_number(bounded.lower, image)
-        # A child's box lies in its parent's: the parent's bound holds on it too.
-        least = torch.maximum(bounded.lower.amin(1), parents["bound"])
+        # A child's box lies in its parent's: the parent's bound (its `bound` column) holds on it too.
+        least = torch.maximum(bounded.lower.amin(1), children["bound"])
         keep = ~(bounded.infeasible | (least > 0))
-        self._prove(bounded, image, parents["open"])
-        self.images.count(image, parents["depth"])
-        columns = {"bound": least[keep], "image": image[keep], "depth": parents["depth"][keep],
-                   "signs": parents["signs"][keep]}  # fmt: skip
+        self._prove(bounded, image, children["open"])
+        self.images.count(image, children["depth"])
+        columns = {"bound": least[keep], "image": image[keep], "depth": children["depth"][keep],
+                   "signs": children["signs"][keep]}  # fmt: skip
         if self.inexact:
-            columns["lower"], columns["upper"] = parents["lower"][keep], parents["upper"][keep]
-        kept = self._kept_columns(restricted(bounded, keep), parents["margins"][keep], parents["open"][keep])
+            columns["lower"], columns["upper"] = children["lower"][keep], children["upper"][keep]
+        kept = self._kept_columns(
+            restricted(bounded, keep), children["margins"][keep], children["open"][keep]
+        )
         self.frontier.push(Frontier(columns | kept))
 
     def _estimates(

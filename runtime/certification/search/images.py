@@ -1,7 +1,8 @@
 """The images one search works on together, and what it knows of each so far (on the host: one read a round).
 
 The search numbers its images 0 .. I-1; `batch_index` maps them to the `Batch`'s. Each image keeps the least
-bound its closed subdomains proved (`proved`; `closed`: of the margins its root proved), the least bound of
+bound that proved one of its margins on a subdomain, closed or still open (`proved`; `closed`: of the margins
+its root proved), the least bound of
 its undecided leaves (`undecided`), its effort, and the seconds charged to it: each phase's time is shared by
 the images it worked on."""
 
@@ -59,8 +60,8 @@ class Images:
         self.proved = [min(was, now) for was, now in zip(self.proved, per_image.tolist(), strict=True)]
 
     def count(self, image: Tensor, depth: Tensor) -> None:
-        """Subdomains of the images `image` (``(N,)``) bounded, their parents at `depth` (``(N,)``): each
-        image's count and deepest split."""
+        """Subdomains of the images `image` (``(N,)``) bounded, `depth` (``(N,)``) splits deep: each image's
+        count and deepest split."""
         made = torch.bincount(image, minlength=len(self)).tolist()
         deepest = depth.new_zeros(len(self)).scatter_reduce(0, image, depth, "amax").tolist()
         self.bounded = [was + now for was, now in zip(self.bounded, made, strict=True)]

@@ -193,7 +193,9 @@ class RootPhase:
 
     def _settle_root(self, root: Bounded, image: Tensor) -> bool:
         """Settles the images `image` whose `root` bounds decide them (a candidate point falsifies, a bound
-        is not a number, every margin is proved, or no input follows the splits); whether any is left."""
+        is not a number, every margin is proved, or no input follows the splits); whether any is left. A
+        verified image's margin is the least of these bounds and of those its first pass proved (`closed`,
+        infinite until then): the refined pass bounds only the margins the first left open."""
         self._try_corners(root.corners, image)
         self.images.not_a_number(root.lower, image)
         least = root.lower.amin(1)
@@ -201,7 +203,8 @@ class RootPhase:
         for j, done, margin in zip(image.tolist(), proved, least.tolist(), strict=True):
             outcome = self.images.outcome(j)
             if done and outcome.status == "unknown":
-                outcome.status, outcome.by, outcome.margin = "verified", self.search.label, margin
+                least_proved = min(margin, self.images.closed[j])
+                outcome.status, outcome.by, outcome.margin = "verified", self.search.label, least_proved
         return bool(self.images.open())
 
     def _try_corners(self, corners: Tensor, image: Tensor) -> None:

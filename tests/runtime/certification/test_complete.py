@@ -25,6 +25,7 @@ from daic.runtime.certification.certify import (
 from daic.runtime.certification.search import ATTACK_SHARE, BranchAndBound, passes, refined_intermediates
 from daic.runtime.certification.search.bounding import Bounder
 from daic.runtime.certification.search.branch_and_bound import _Run
+from daic.runtime.certification.search.root import RootPhase
 from daic.runtime.certification.verification import BoxBound, CROWNBound
 from daic.runtime.context import AbstractContext
 from daic.runtime.domains import Symbolic
@@ -955,3 +956,46 @@ def test_a_subdomain_bounds_only_the_margins_its_parent_left_open(monkeypatch):
     outcomes = certify(net, [BranchAndBound(timeout=30, batch=4, **search)], x, y, EPS, (0.0, 1.0))
     checked = [o for o in outcomes if o.index in weakened]
     assert checked and all(o.status == "verified" and o.margin == 1e-6 for o in checked)
+
+
+def _grid_least(net: Sequential, lower: torch.Tensor, upper: torch.Tensor, label: int) -> torch.Tensor:
+    """Each margin's least over a 401 x 401 grid of the 2-D box (infinity for the label's own)."""
+    a = torch.linspace(0, 1, 401, dtype=torch.float64)
+    points = lower + torch.stack(torch.meshgrid(a, a, indexing="ij"), -1).reshape(-1, 2) * (upper - lower)
+    with torch.no_grad():
+        out = net(points)
+    margins = out[:, label : label + 1] - out
+    margins[:, label] = math.inf
+    return margins.amin(0)
+
+
+def test_an_image_verified_by_its_refined_root_reports_at_most_what_its_first_pass_proved(monkeypatch):
+    """The refined root bounds only the margins the first pass left open: a verified image's margin is the
+    least of those bounds and of the ones the first pass proved. Ten classes, each margin barely positive
+    somewhere in the box (the last layer's bias moved to it), four images searched together."""
+    torch.manual_seed(3)
+    layers = [Linear(2, 24), ReLU(), Linear(24, 24), ReLU(), Linear(24, 24), ReLU()]
+    net, eps, g = Sequential(*layers, Linear(24, 10)).double(), 0.3, torch.Generator().manual_seed(3)
+    x0 = 0.2 + 0.6 * torch.rand(1, 2, generator=g, dtype=torch.float64)
+    label = int(torch.randint(0, 10, (1,), generator=g))
+    least = _grid_least(net, (x0[0] - eps).clamp(0, 1), (x0[0] + eps).clamp(0, 1), label)
+    scale = float(least[torch.isfinite(least)].abs().mean())
+    with torch.no_grad():
+        shift = least - scale * (0.002 + 0.3 * torch.rand(10, generator=g, dtype=torch.float64))
+        shift[label] = 0
+        net[-1].bias += shift
+    x = torch.cat([x0, x0 + 0.004 * torch.randn(3, 2, generator=g, dtype=torch.float64)]).clamp(0, 1)
+    seen: list[tuple[float, float]] = []
+    refined = RootPhase._refined
+
+    def recorded(self, left, root):
+        found = refined(self, left, root)
+        seen.extend((self.images.outcome(j).margin, self.images.closed[j]) for j in left.tolist()
+                    if self.images.outcome(j).status == "verified")  # fmt: skip
+        return found
+
+    monkeypatch.setattr(RootPhase, "_refined", recorded)
+    search = BranchAndBound(timeout=4, batch=16)
+    search.together = len(x)
+    certify(net, [search], x, torch.full((len(x),), label), eps, (0.0, 1.0))
+    assert seen and all(margin <= closed for margin, closed in seen), seen
