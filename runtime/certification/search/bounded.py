@@ -40,7 +40,7 @@ def rows_of(bounded: Bounded, margins: Tensor) -> Bounded:
     """`bounded` on the rows `margins` (``(N, K)`` indices among its rows) only, in that order."""
 
     def gathered(values: dict[int, Tensor]) -> dict[int, Tensor]:
-        return {k: v.gather(1, expanded(margins, v)) for k, v in values.items()}
+        return {k: reordered(v, margins) for k, v in values.items()}
 
     return Bounded(
         bounded.lower.gather(1, margins), bounded.infeasible, bounded.corners, bounded.split_inputs,
@@ -69,8 +69,3 @@ def open_first(lower: Tensor, count: Tensor, width: int | None = None) -> tuple[
     order = torch.where(slot < many[:, None], order, order[:, :1])
     proved = lower.masked_fill(still | ~within, torch.inf).amin(1)
     return order, many, proved
-
-
-def expanded(margins: Tensor, value: Tensor) -> Tensor:
-    """`margins` ``(N, K)`` as gather indices over dim 1 of `value` ``(N, S, *F)``."""
-    return margins.view(*margins.shape, *[1] * (value.dim() - 2)).expand(-1, -1, *value.shape[2:])

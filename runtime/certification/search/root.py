@@ -216,9 +216,9 @@ class RootPhase:
         """The margins each image's subdomains bound: those its root leaves open (`open_first`), padded to
         the most any image has. A margin proved on the whole box is proved on every subdomain: the least of
         those is kept (`closed`)."""
-        all_rows = torch.full((len(lower),), lower.shape[1], device=lower.device)
-        width = max(int((~(lower > 0)).sum(1).max()), 1)
-        self.margins, self.row_counts, closed = open_first(lower, all_rows, width)
+        every = torch.full((len(lower),), lower.shape[1], device=lower.device)
+        order, self.row_counts, closed = open_first(lower, every)
+        self.margins = order[:, : int(self.row_counts.max())]
         self.images.closed = closed.tolist()
 
     def _left(self) -> Tensor:
